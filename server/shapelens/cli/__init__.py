@@ -1,0 +1,1 @@
+"""The ``shapelens`` command line."""

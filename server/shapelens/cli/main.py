@@ -1,0 +1,142 @@
+"""``shapelens run [options] SCRIPT [ARGS...]`` / ``shapelens run [options] -m MODULE [ARGS...]``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from shapelens import __version__
+from shapelens.cli.listing import render_listing
+from shapelens.engine.findings import FindingsConfig
+from shapelens.runner import RunRequest, UsageError, run_traced
+from shapelens.trace import write_trace
+
+FINDING_KINDS = ("broadcast", "mismatch", "nonfinite")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """One clear line (plus the usage) and status 2, never a traceback."""
+        self.print_usage(sys.stderr)
+        self.exit(2, f"shapelens: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="shapelens", description="Per-line tensor shapes, dtypes and devices.")
+    parser.add_argument("--version", action="version", version=f"shapelens {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    run = commands.add_parser(
+        "run",
+        help="run a script under the tracer",
+        usage="shapelens run [options] SCRIPT [ARGS...] | shapelens run [options] -m MODULE [ARGS...]",
+    )
+    run.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE",
+                     help="run a module as `python -m MODULE` does (the rest goes to it)")  # fmt: skip
+    run.add_argument("--json", metavar="PATH", help="write the trace (shapelens.trace/1) here")
+    run.add_argument("--function", action="append", default=[], metavar="NAME",
+                     help="trace only this function (myfunc, Block.forward); repeatable")  # fmt: skip
+    run.add_argument("--include", action="append", default=[], metavar="GLOB",
+                     help="also treat matching files as user code; repeatable")  # fmt: skip
+    run.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                     help="never trace matching files; repeatable")  # fmt: skip
+    run.add_argument("--timeout", type=_positive_float, metavar="SECONDS",
+                     help="stop the run after this long and keep what was collected")  # fmt: skip
+    run.add_argument("--python", default=sys.executable, metavar="PATH",
+                     help="interpreter that runs the script (default: this one)")  # fmt: skip
+    run.add_argument("--quiet", "-q", action="store_true", help="do not print the listing")
+    color = run.add_mutually_exclusive_group()
+    color.add_argument("--color", dest="color", action="store_true", default=None,
+                       help="colour the listing even when stderr is not a terminal")  # fmt: skip
+    color.add_argument("--no-color", dest="color", action="store_false")
+    run.add_argument("--no-findings", action="append", default=[], choices=FINDING_KINDS,
+                     metavar="KIND", help=f"turn a finding off ({', '.join(FINDING_KINDS)})")  # fmt: skip
+    run.add_argument("--nonfinite-max-elements", type=int, default=1_000_000, metavar="N",
+                     help="skip the NaN/Inf scan for tensors larger than this")  # fmt: skip
+    run.add_argument("--nonfinite-on-gpu", action="store_true",
+                     help="also scan GPU tensors for NaN/Inf (synchronises the device)")  # fmt: skip
+    run.add_argument("script", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]")
+    return parser
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be positive")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    options = parser.parse_args(argv)
+    if options.command == "run":
+        return _run(parser, options)
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
+    if options.module is not None:
+        if not options.module:
+            parser.error("-m needs a module name")
+        target, args, module = options.module[0], tuple(options.module[1:]), True
+    else:
+        if not options.script:
+            parser.error("missing SCRIPT (or -m MODULE)")
+        target, args, module = options.script[0], tuple(options.script[1:]), False
+        if target.startswith("-"):
+            parser.error(f"unrecognized option {target!r} (options go before SCRIPT)")
+    off = set(options.no_findings)
+    request = RunRequest(
+        target=target,
+        args=args,
+        module=module,
+        python=options.python,
+        include=tuple(options.include),
+        exclude=tuple(options.exclude),
+        functions=tuple(options.function),
+        timeout_s=options.timeout,
+        findings=FindingsConfig(
+            broadcast="broadcast" not in off,
+            mismatch="mismatch" not in off,
+            nonfinite="nonfinite" not in off,
+            nonfinite_max_elements=options.nonfinite_max_elements,
+            nonfinite_on_gpu=options.nonfinite_on_gpu,
+        ),
+    )
+    # Ctrl-C reaches the child (same process group); we wait for it to finish its way.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        result = run_traced(request)
+    except UsageError as err:
+        print(f"shapelens: {err}", file=sys.stderr)
+        return 2
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    trace = result.trace
+    if result.error is not None:
+        print(f"shapelens: {result.error}", file=sys.stderr)
+        return 2
+    if options.json:
+        try:
+            write_trace(trace, options.json)
+        except OSError as err:
+            print(f"shapelens: cannot write {options.json}: {err.strerror}", file=sys.stderr)
+            return 2
+    if not options.quiet:
+        color = options.color if options.color is not None else _wants_color()
+        sys.stderr.write(render_listing(trace, color=color))
+    return trace.exit_code
+
+
+def _wants_color() -> bool:
+    return sys.stderr.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,154 @@
+"""Aggregates observations per (file, line, variable) inside the child process.
+
+Memory is bounded by lines × variables, never by iterations: each observation updates
+one :class:`VarStats` in place. Raw metadata objects (``torch.Size``, ``torch.dtype``,
+``torch.device``) are kept as they are and turned into strings only when flushed.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from shapelens.engine import values
+
+MAX_SHAPES = 8
+
+Message = dict[str, Any]
+
+
+class VarStats:
+    """Everything known about one variable name on one line."""
+
+    __slots__ = (
+        "device",
+        "dtype",
+        "file",
+        "grad_fn",
+        "hits",
+        "is_argument",
+        "line",
+        "name",
+        "next_nonfinite_check",
+        "ref",
+        "requires_grad",
+        "sent_hits",
+        "shape",
+        "shapes",
+        "type",
+    )
+
+    def __init__(self, file: str, line: int, name: str, tp: type) -> None:
+        self.file = file
+        self.line = line
+        self.name = name
+        self.type = tp
+        self.hits = 0
+        self.sent_hits = 0
+        self.shape: Any = None
+        self.dtype: Any = None
+        self.device: Any = None
+        self.requires_grad: bool | None = None
+        self.grad_fn: str | None = None
+        self.shapes: list[Any] = []
+        self.ref: Callable[[], Any] | None = None
+        self.is_argument = name.startswith("<") or False
+        self.next_nonfinite_check = 1
+
+    def to_message(self) -> list[Any]:
+        return [
+            self.file,
+            self.line,
+            self.name,
+            values.type_name(self.type),
+            None if self.shape is None else [int(d) for d in self.shape],
+            values.dtype_name(self.dtype),
+            values.device_name(self.device),
+            self.requires_grad,
+            self.hits,
+            [[int(d) for d in s] for s in self.shapes],
+            self.grad_fn,
+        ]
+
+
+class Recorder:
+    """All stats of one run, plus findings; hands out deltas for the channel."""
+
+    def __init__(self) -> None:
+        # Per file: line -> hit count. Per file: line -> {name: VarStats}.
+        self.line_hits: dict[str, dict[int, int]] = {}
+        self.var_stats: dict[str, dict[int, dict[str, VarStats]]] = {}
+        self.all_stats: list[VarStats] = []  # creation order: used to find where a tensor was born
+        self.findings: list[Message] = []
+        self._sent_line_hits: dict[tuple[str, int], int] = {}
+        self._sent_findings = 0
+
+    # -- building blocks handed to the tracer -------------------------------------------
+    def hits_table(self, file: str) -> dict[int, int]:
+        return self.line_hits.setdefault(file, {})
+
+    def stats_table(self, file: str) -> dict[int, dict[str, VarStats]]:
+        return self.var_stats.setdefault(file, {})
+
+    def new_stats(self, file: str, line: int, name: str, tp: type) -> VarStats:
+        stats = VarStats(file, line, name, tp)
+        self.all_stats.append(stats)
+        return stats
+
+    def add_finding(self, finding: Message) -> None:
+        self.findings.append(finding)
+
+    def has_finding(self, kind: str, file: str, line: int) -> bool:
+        return any(
+            f["kind"] == kind and f["file"] == file and f["line"] == line for f in self.findings
+        )
+
+    # -- origins -------------------------------------------------------------------------
+    def origin_of(self, value: Any) -> VarStats | None:
+        """The first line that bound this very object (where it was created, as far as we saw)."""
+        fallback: VarStats | None = None
+        for stats in self.all_stats:
+            ref = stats.ref
+            if ref is not None and ref() is value:
+                if not stats.is_argument:
+                    return stats
+                fallback = fallback or stats
+        return fallback
+
+    # -- flushing ------------------------------------------------------------------------
+    def drain(self) -> list[Message]:
+        """Messages describing everything that changed since the last drain."""
+        messages: list[Message] = []
+        lines: list[list[Any]] = []
+        for file, table in list(self.line_hits.items()):
+            for line, hits in list(table.items()):
+                key = (file, line)
+                if self._sent_line_hits.get(key) != hits:
+                    self._sent_line_hits[key] = hits
+                    lines.append([file, line, hits])
+        if lines:
+            messages.append({"t": "lines", "entries": lines})
+        changed: list[list[Any]] = []
+        for stats in list(self.all_stats):
+            hits = stats.hits
+            if hits != stats.sent_hits and hits > 0:
+                stats.sent_hits = hits
+                try:
+                    changed.append(stats.to_message())
+                except Exception:  # a half-updated record; it is sent again next time
+                    stats.sent_hits = 0
+        if changed:
+            messages.append({"t": "vars", "entries": changed})
+        if len(self.findings) > self._sent_findings:
+            new = self.findings[self._sent_findings :]
+            self._sent_findings = len(self.findings)
+            messages.append({"t": "findings", "entries": new})
+        return messages
+
+
+def weak(value: Any) -> Callable[[], Any] | None:
+    try:
+        return weakref.ref(value)
+    except TypeError:
+        return None

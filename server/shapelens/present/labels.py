@@ -1,0 +1,55 @@
+"""Compact hint labels: ``pred (4,1) f32 cpu grad ×10``, ``seq (2,3)…(7,3) ×4``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from shapelens.trace import TracedLine, TracedVar
+
+DTYPE_ABBREVIATIONS = {
+    "float32": "f32",
+    "float64": "f64",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "int64": "i64",
+    "int32": "i32",
+    "int16": "i16",
+    "int8": "i8",
+    "uint8": "u8",
+    "complex64": "c64",
+    "complex128": "c128",
+    "bool": "bool",
+}
+
+
+def shape_label(shape: Sequence[int] | None) -> str:
+    if shape is None:
+        return "(?)"
+    if len(shape) == 1:
+        return f"({shape[0]},)"
+    return "(" + ",".join(str(d) for d in shape) + ")"
+
+
+def dtype_label(dtype: str | None) -> str:
+    if dtype is None:
+        return ""
+    return DTYPE_ABBREVIATIONS.get(dtype, dtype)
+
+
+def var_label(var: TracedVar) -> str:
+    if var.shape_varies:
+        shapes = f"{shape_label(var.shapes[0])}…{shape_label(var.shape)}"
+    else:
+        shapes = shape_label(var.shape)
+    parts = [var.name, shapes, dtype_label(var.dtype)]
+    if var.device is not None:
+        parts.append(var.device)
+    if var.requires_grad:
+        parts.append("grad")
+    if var.hits > 1:
+        parts.append(f"×{var.hits}")
+    return " ".join(p for p in parts if p)
+
+
+def line_label(line: TracedLine, separator: str = "  ") -> str:
+    return separator.join(var_label(v) for v in line.vars)

@@ -1,0 +1,233 @@
+"""Entry point of the traced child process (runs in the user's interpreter).
+
+Runs the target as ``python SCRIPT ARGS`` / ``python -m MODULE ARGS`` would (``sys.argv``,
+``__main__``, ``sys.path[0]``, exit status, traceback on stderr), with the tracer on, and
+streams aggregates to the parent over the channel fd. Everything it patches
+(``os._exit``) is for the child's own lifetime only.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import runpy
+import select
+import signal
+import sys
+import threading
+import tokenize
+import traceback
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from shapelens.engine.findings import FindingsConfig
+from shapelens.engine.recorder import Recorder
+from shapelens.engine.scope import ScopeConfig, UserCodeScope
+from shapelens.engine.source_map import SourceMaps
+from shapelens.engine.tracer import Tracer
+from shapelens.runner.protocol import FrameWriter
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildConfig:
+    mode: str  # "script" | "module"
+    target: str
+    args: tuple[str, ...]
+    channel_fd: int
+    control_fd: int
+    root: str
+    include: tuple[str, ...]
+    exclude: tuple[str, ...]
+    functions: tuple[str, ...]
+    findings: FindingsConfig
+    flush_interval: float
+
+    @classmethod
+    def from_json(cls, text: str) -> ChildConfig:
+        data = json.loads(text)
+        data["args"] = tuple(data["args"])
+        for key in ("include", "exclude", "functions"):
+            data[key] = tuple(data[key])
+        data["findings"] = FindingsConfig(**data["findings"])
+        return cls(**data)
+
+
+class ChildRun:
+    """One traced run inside the child: set-up, execution, flushing, and the end record."""
+
+    def __init__(self, config: ChildConfig) -> None:
+        self.config = config
+        self.writer = FrameWriter(config.channel_fd)
+        self.recorder = Recorder()
+        always = (os.path.abspath(config.target),) if config.mode == "script" else ()
+        scope = UserCodeScope(
+            ScopeConfig(root=config.root, always=always, include=config.include,
+                        exclude=config.exclude, functions=config.functions)  # fmt: skip
+        )
+        self.scope = scope
+        self.sources = SourceMaps()
+        self.tracer = Tracer(scope=scope, recorder=self.recorder, findings=config.findings,
+                             sources=self.sources)  # fmt: skip
+        self._flush_lock = threading.Lock()
+        self._ended = False
+        self._real_exit: Callable[[int], NoReturn] = os._exit
+
+    # -- channel -----------------------------------------------------------------------
+    def flush(self) -> None:
+        with self._flush_lock:
+            for message in self.recorder.drain():
+                self.writer.send(message)
+
+    def finish(self, status: str, exit_code: int, exception: dict[str, Any] | None) -> None:
+        """Send the last aggregates and the end record, once."""
+        if self._ended:
+            return
+        self._ended = True
+        self.flush()
+        self.writer.send({"t": "end", "status": status, "exit_code": exit_code,
+                          "exception": exception})  # fmt: skip
+
+    def _flusher(self) -> None:
+        """Background flushes (so a crash loses little) and stop requests from the parent."""
+        control = self.config.control_fd
+        while True:
+            try:
+                ready, _, _ = select.select([control], [], [], self.config.flush_interval)
+            except (OSError, ValueError):
+                return
+            if ready:
+                try:
+                    request = os.read(control, 64)
+                except OSError:
+                    request = b""
+                if not request:  # the parent is gone: don't outlive it
+                    os.kill(os.getpid(), signal.SIGKILL)
+                if b"stop" in request:
+                    self.flush()
+                    self.writer.send({"t": "stopped"})
+                    continue
+            try:
+                self.flush()
+            except Exception:
+                continue
+
+    def _patched_exit(self, code: int) -> NoReturn:
+        self.finish("exit", code, None)
+        self._real_exit(code)
+
+    # -- running -----------------------------------------------------------------------
+    def prepare(self) -> tuple[types.CodeType | None, str]:
+        """Compile the target, or send a clear error and exit 2."""
+        config = self.config
+        if config.mode == "module":
+            return None, config.target
+        path = os.path.abspath(config.target)
+        try:
+            with tokenize.open(path) as source_file:
+                source = source_file.read()
+        except FileNotFoundError:
+            self.fail(f"cannot run {config.target}: no such file")
+        except IsADirectoryError:
+            self.fail(f"cannot run {config.target}: it is a directory")
+        except (SyntaxError, UnicodeDecodeError) as err:
+            self.fail(f"cannot run {config.target}: not valid UTF-8 or declared encoding ({err})")
+        except OSError as err:
+            self.fail(f"cannot run {config.target}: {err.strerror}")
+        try:
+            code = compile(source, path, "exec", dont_inherit=True)
+        except SyntaxError as err:
+            where = f"{config.target}:{err.lineno}" if err.lineno else config.target
+            self.fail(f"syntax error in {where}: {err.msg}")
+        except ValueError as err:
+            self.fail(f"cannot run {config.target}: {err}")
+        self.sources.put(path, source)
+        return code, path
+
+    def fail(self, message: str) -> NoReturn:
+        self.writer.send({"t": "error", "message": message})
+        self._real_exit(2)
+
+    def run(self) -> NoReturn:
+        config = self.config
+        self.writer.send({"t": "hello", "python": ".".join(map(str, sys.version_info[:3])),
+                          "pid": os.getpid()})  # fmt: skip
+        code, path = self.prepare()
+        threading.Thread(target=self._flusher, name="shapelens-flush", daemon=True).start()
+        os._exit = self._patched_exit
+        # Registered first, so it runs last: after user atexit handlers and thread joins.
+        atexit.register(self._at_exit)
+        self._outcome: tuple[str, int, dict[str, Any] | None] = ("ok", 0, None)
+        if code is not None:
+            main = types.ModuleType("__main__")
+            main.__dict__.update({"__file__": path, "__builtins__": __builtins__,
+                                  "__cached__": None, "__spec__": None})  # fmt: skip
+            sys.modules["__main__"] = main
+            sys.argv = [config.target, *config.args]
+            sys.path[0] = os.path.dirname(path)
+            self._execute(lambda: exec(code, main.__dict__))
+        else:
+            sys.argv = [config.target, *config.args]
+            sys.path[0] = os.getcwd()
+            self._execute(lambda: runpy.run_module(config.target, run_name="__main__",
+                                                   alter_sys=True))  # fmt: skip
+        sys.exit(self._outcome[1])
+
+    def _execute(self, body: Callable[[], object]) -> None:
+        exc: BaseException | None = None
+        self.tracer.start()
+        try:
+            body()
+        except SystemExit as err:
+            self._outcome = ("exit", _exit_code(err), None)
+        except BaseException as err:
+            exc = err
+        finally:
+            self.tracer.stop()
+        if exc is not None:
+            self.tracer.conclude(exc)
+            self._outcome = ("exception", 130 if isinstance(exc, KeyboardInterrupt) else 1,
+                             self._describe(exc))  # fmt: skip
+            sys.excepthook(type(exc), exc, _without_our_frames(exc.__traceback__))
+
+    def _describe(self, exc: BaseException) -> dict[str, Any]:
+        file: str | None = None
+        line: int | None = None
+        for frame, lineno in traceback.walk_tb(exc.__traceback__):
+            user = self.scope.user_file(frame.f_code.co_filename)
+            if user is not None:
+                file, line = user, lineno
+        try:
+            message = str(exc)
+        except Exception:
+            message = "<exception message could not be read>"
+        return {"type": type(exc).__qualname__, "message": message, "file": file, "line": line}
+
+    def _at_exit(self) -> None:
+        status, code, exception = self._outcome
+        self.finish(status, code, exception)
+
+
+_HIDDEN_FILES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), runpy.__file__)
+
+
+def _without_our_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """Drop the runner's own frames, as python shows only the user's."""
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_HIDDEN_FILES):
+        tb = tb.tb_next
+    return tb
+
+
+def _exit_code(err: SystemExit) -> int:
+    if err.code is None:
+        return 0
+    if isinstance(err.code, int):
+        return err.code
+    print(err.code, file=sys.stderr)
+    return 1
+
+
+def main(config_json: str) -> NoReturn:
+    ChildRun(ChildConfig.from_json(config_json)).run()

@@ -1,0 +1,233 @@
+"""Parent side of a traced run: spawn the child, pump its channel, enforce limits."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import IO
+
+from shapelens.engine.findings import FindingsConfig
+from shapelens.runner.protocol import FrameReader
+from shapelens.runner.trace_builder import TraceBuilder
+from shapelens.trace import Trace
+
+_PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
+# Imports the child entry point from this very package, then gives sys.path back to the user.
+_BOOTSTRAP = (
+    "import sys; sys.path.insert(0, {path!r}); "
+    "from shapelens.runner.child import main; del sys.path[0]; main(sys.argv[1])"
+)
+STOP_GRACE_S = 0.5
+
+
+class UsageError(Exception):
+    """A run that cannot start (missing file or interpreter): one clear line for the user."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRequest:
+    target: str
+    """Script path, or module name when ``module`` is true."""
+    args: tuple[str, ...] = ()
+    module: bool = False
+    cwd: str = field(default_factory=os.getcwd)
+    python: str = sys.executable
+    env: dict[str, str] | None = None
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    functions: tuple[str, ...] = ()
+    findings: FindingsConfig = field(default_factory=FindingsConfig)
+    timeout_s: float | None = None
+    flush_interval_s: float = 0.25
+    capture_output: bool = False
+    """Pipe the script's stdout/stderr to ``on_output`` instead of inheriting them."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResult:
+    trace: Trace
+    error: str | None = None
+    """Set when the target could not be started (syntax error, missing file)."""
+
+
+OutputCallback = Callable[[str, str], None]
+
+
+def run_traced(
+    request: RunRequest,
+    *,
+    on_output: OutputCallback | None = None,
+    cancel: threading.Event | None = None,
+) -> RunResult:
+    """Run ``request`` in a child process and return its trace. Never raises for user code."""
+    python = _resolve_python(request.python)
+    cwd = os.path.abspath(request.cwd)
+    if not os.path.isdir(cwd):
+        raise UsageError(f"working directory does not exist: {request.cwd}")
+    target = request.target
+    if not request.module:
+        target = os.path.join(cwd, target)
+        if not os.path.exists(target):
+            raise UsageError(f"cannot run {request.target}: no such file")
+    channel_read, channel_write = os.pipe()
+    control_read, control_write = os.pipe()
+    config = {
+        "mode": "module" if request.module else "script",
+        "target": request.target if request.module else target,
+        "args": list(request.args),
+        "channel_fd": channel_write,
+        "control_fd": control_read,
+        "root": cwd,
+        "include": list(request.include),
+        "exclude": list(request.exclude),
+        "functions": list(request.functions),
+        "findings": asdict(request.findings),
+        "flush_interval": request.flush_interval_s,
+    }
+    argv = [request.target if request.module else target, *request.args]
+    builder = TraceBuilder(argv=argv)
+    env = dict(os.environ if request.env is None else request.env)
+    if request.capture_output:
+        env.setdefault("PYTHONUNBUFFERED", "1")  # the editor shows output as it comes
+    pipe = subprocess.PIPE if request.capture_output else None
+    started = time.monotonic()
+    try:
+        process = subprocess.Popen(
+            [python, "-c", _BOOTSTRAP.format(path=_PACKAGE_PARENT), json.dumps(config)],
+            cwd=cwd,
+            env=env,
+            stdout=pipe,
+            stderr=pipe,
+            pass_fds=(channel_write, control_read),
+            start_new_session=request.capture_output,
+        )
+    except OSError as err:
+        for fd in (channel_read, channel_write, control_read, control_write):
+            os.close(fd)
+        raise UsageError(f"cannot start the interpreter {python}: {err.strerror}") from err
+    os.close(channel_write)
+    os.close(control_read)
+    pumps = _pump_output(process, on_output) if request.capture_output else []
+    outcome = _Supervisor(process, channel_read, control_write, builder, request.timeout_s,
+                          cancel).watch()  # fmt: skip
+    for pump in pumps:
+        pump.join()
+    duration = time.monotonic() - started
+    trace = builder.build(duration_s=duration, returncode=process.returncode, outcome=outcome)
+    return RunResult(trace=trace, error=builder.error)
+
+
+def _resolve_python(python: str) -> str:
+    found = shutil.which(python) if os.sep not in python else python
+    if found is None or not os.path.exists(found):
+        raise UsageError(f"Python interpreter not found: {python}")
+    return found
+
+
+class _Supervisor:
+    """Reads the channel until EOF while enforcing the timeout and cancellation."""
+
+    def __init__(self, process: subprocess.Popen[bytes], channel: int, control: int,
+                 builder: TraceBuilder, timeout_s: float | None,
+                 cancel: threading.Event | None) -> None:  # fmt: skip
+        self.process = process
+        self.channel = channel
+        self.control = control
+        self.builder = builder
+        self.deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        self.cancel = cancel
+        self.reader = FrameReader()
+
+    def watch(self) -> str | None:
+        """Returns "timeout"/"cancelled" when we stopped the run, else None."""
+        stopped: str | None = None
+        try:
+            while True:
+                wait = 0.1
+                ready, _, _ = select.select([self.channel], [], [], wait)
+                if ready and not self._read():
+                    break
+                if stopped is None:
+                    if self.cancel is not None and self.cancel.is_set():
+                        stopped = "cancelled"
+                    elif self.deadline is not None and time.monotonic() >= self.deadline:
+                        stopped = "timeout"
+                    if stopped is not None:
+                        self._stop()
+                        break
+        finally:
+            os.close(self.channel)
+            try:
+                os.close(self.control)
+            except OSError:
+                pass
+        self.process.wait()
+        return stopped
+
+    def _read(self) -> bool:
+        try:
+            data = os.read(self.channel, 1 << 16)
+        except OSError:
+            return False
+        if not data:
+            return False
+        for message in self.reader.feed(data):
+            self.builder.accept(message)
+        return True
+
+    def _stop(self) -> None:
+        """Ask the child for a last flush, give it a moment, then kill it."""
+        try:
+            os.write(self.control, b"stop\n")
+        except OSError:
+            pass
+        deadline = time.monotonic() + STOP_GRACE_S
+        while not self.builder.stopped and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.channel], [], [], 0.05)
+            if ready and not self._read():
+                break
+        _kill_tree(self.process)
+        while True:  # drain whatever was written before the kill
+            ready, _, _ = select.select([self.channel], [], [], 0.2)
+            if not ready or not self._read():
+                break
+
+
+def _kill_tree(process: subprocess.Popen[bytes]) -> None:
+    try:
+        if process.pid == os.getpgid(process.pid):
+            os.killpg(process.pid, signal.SIGKILL)
+        else:
+            process.kill()
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _pump_output(process: subprocess.Popen[bytes], on_output: OutputCallback | None
+                 ) -> list[threading.Thread]:  # fmt: skip
+    """Drain stdout and stderr concurrently (a full pipe would block the child)."""
+    threads = []
+    for stream_name, stream in (("stdout", process.stdout), ("stderr", process.stderr)):
+        if stream is None:
+            continue
+        thread = threading.Thread(target=_pump, args=(stream, stream_name, on_output), daemon=True)
+        thread.start()
+        threads.append(thread)
+    return threads
+
+
+def _pump(stream: IO[bytes], name: str, on_output: OutputCallback | None) -> None:
+    with stream:
+        for chunk in iter(lambda: stream.read1(1 << 16), b""):  # type: ignore[attr-defined]
+            if on_output is not None:
+                on_output(name, chunk.decode("utf-8", errors="replace"))

@@ -1,0 +1,129 @@
+"""Assembles a :class:`Trace` from channel messages and the way the child ended."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from shapelens.trace import (
+    ExceptionInfo,
+    Finding,
+    RelatedLocation,
+    Trace,
+    TracedLine,
+    TracedVar,
+)
+from shapelens.trace.model import RunStatus
+
+TIMEOUT_EXIT_CODE = 124  # as timeout(1)
+
+
+class TraceBuilder:
+    def __init__(self, *, argv: list[str]) -> None:
+        self.argv = argv
+        self.python = ""
+        self.error: str | None = None
+        self.stopped = False
+        self.end: dict[str, Any] | None = None
+        self._hits: dict[tuple[str, int], int] = {}
+        self._vars: dict[tuple[str, int], dict[str, list[Any]]] = {}
+        self._findings: list[dict[str, Any]] = []
+
+    def accept(self, message: dict[str, Any]) -> None:
+        kind = message.get("t")
+        if kind == "lines":
+            for file, line, hits in message["entries"]:
+                self._hits[(file, line)] = hits
+        elif kind == "vars":
+            for entry in message["entries"]:
+                self._vars.setdefault((entry[0], entry[1]), {})[entry[2]] = entry
+        elif kind == "findings":
+            self._findings.extend(message["entries"])
+        elif kind == "hello":
+            self.python = str(message.get("python", ""))
+        elif kind == "error":
+            self.error = str(message.get("message"))
+        elif kind == "stopped":
+            self.stopped = True
+        elif kind == "end":
+            self.end = message
+
+    def _status(self, returncode: int | None, outcome: str | None
+                ) -> tuple[RunStatus, int, str | None]:  # fmt: skip
+        if outcome == "timeout":
+            return "timeout", TIMEOUT_EXIT_CODE, "stopped by the time limit"
+        if outcome == "cancelled":
+            return "timeout", TIMEOUT_EXIT_CODE, "cancelled"
+        if self.end is not None:
+            return self.end["status"], int(self.end["exit_code"]), None
+        code = returncode if returncode is not None else -1
+        if code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return "crashed", 128 - code, f"killed by {name}"
+        return "exit", code, "the process exited without finishing (native exit)"
+
+    def build(self, *, duration_s: float, returncode: int | None, outcome: str | None) -> Trace:
+        status, exit_code, detail = self._status(returncode, outcome)
+        if self.error is not None:
+            status, exit_code, detail = "exit", 2, self.error
+        exc = (self.end or {}).get("exception")
+        keys = sorted(set(self._hits) | set(self._vars))
+        lines = tuple(
+            TracedLine(
+                file=file,
+                line=line,
+                hits=self._hits.get((file, line), 0),
+                vars=tuple(_var(entry) for entry in self._vars.get((file, line), {}).values()),
+            )
+            for file, line in keys
+        )
+        return Trace(
+            argv=tuple(self.argv),
+            python=self.python or "0.0.0",
+            duration_s=duration_s,
+            status=status,
+            exit_code=exit_code,
+            detail=detail,
+            exception=None
+            if exc is None
+            else ExceptionInfo(type=exc["type"], message=exc["message"], file=exc["file"],
+                               line=exc["line"]),  # fmt: skip
+            lines=lines,
+            findings=tuple(_finding(f) for f in self._findings),
+        )
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    return None if value is None else tuple(value)
+
+
+def _var(entry: list[Any]) -> TracedVar:
+    _, _, name, type_, shape, dtype, device, requires_grad, hits, shapes, grad_fn = entry
+    return TracedVar(
+        name=name,
+        type=type_,
+        shape=_shape(shape),
+        dtype=dtype,
+        device=device,
+        requires_grad=requires_grad,
+        hits=hits,
+        shapes=tuple(tuple(s) for s in shapes),
+        grad_fn=grad_fn,
+    )
+
+
+def _finding(data: dict[str, Any]) -> Finding:
+    return Finding(
+        kind=data["kind"],
+        severity=data["severity"],
+        file=data["file"],
+        line=data["line"],
+        message=data["message"],
+        related=tuple(
+            RelatedLocation(file=r["file"], line=r["line"], message=r["message"])
+            for r in data.get("related", ())
+        ),
+    )

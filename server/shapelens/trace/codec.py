@@ -1,0 +1,166 @@
+"""JSON codec for the trace file (``shapelens run --json``), schema ``shapelens.trace/1``."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from shapelens.trace.model import (
+    ExceptionInfo,
+    Finding,
+    RelatedLocation,
+    Trace,
+    TracedLine,
+    TracedVar,
+)
+
+SCHEMA_ID = "shapelens.trace/1"
+SCHEMA_PATH = Path(__file__).with_name("schema.json")
+
+
+class TraceFormatError(ValueError):
+    """A file that is not a ShapeLens trace of a version we read."""
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    return None if value is None else tuple(int(d) for d in value)
+
+
+def _var_to_json(var: TracedVar) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": var.name,
+        "type": var.type,
+        "shape": None if var.shape is None else list(var.shape),
+        "dtype": var.dtype,
+        "device": var.device,
+        "requires_grad": var.requires_grad,
+        "hits": var.hits,
+        "shapes": [list(s) for s in var.shapes],
+    }
+    if var.grad_fn is not None:
+        out["grad_fn"] = var.grad_fn
+    return out
+
+
+def _finding_to_json(f: Finding) -> dict[str, Any]:
+    return {
+        "kind": f.kind,
+        "severity": f.severity,
+        "file": f.file,
+        "line": f.line,
+        "message": f.message,
+        "related": [{"file": r.file, "line": r.line, "message": r.message} for r in f.related],
+    }
+
+
+def trace_to_json(trace: Trace) -> dict[str, Any]:
+    exc = trace.exception
+    return {
+        "schema": SCHEMA_ID,
+        "argv": list(trace.argv),
+        "python": trace.python,
+        "duration_s": round(trace.duration_s, 6),
+        "status": trace.status,
+        "exit_code": trace.exit_code,
+        "detail": trace.detail,
+        "exception": None
+        if exc is None
+        else {"type": exc.type, "message": exc.message, "file": exc.file, "line": exc.line},
+        "lines": [
+            {
+                "file": line.file,
+                "line": line.line,
+                "hits": line.hits,
+                "vars": [_var_to_json(v) for v in line.vars],
+            }
+            for line in trace.lines
+        ],
+        "findings": [_finding_to_json(f) for f in trace.findings],
+    }
+
+
+def trace_from_json(data: Any) -> Trace:
+    """Build a :class:`Trace` from decoded JSON; raises :class:`TraceFormatError` if it is not one."""
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA_ID:
+        found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+        raise TraceFormatError(f"not a {SCHEMA_ID} trace (schema: {found!r})")
+    try:
+        exc = data.get("exception")
+        return Trace(
+            argv=tuple(data["argv"]),
+            python=data["python"],
+            duration_s=float(data["duration_s"]),
+            status=data["status"],
+            exit_code=int(data["exit_code"]),
+            detail=data.get("detail"),
+            exception=None
+            if exc is None
+            else ExceptionInfo(
+                type=exc["type"], message=exc["message"], file=exc["file"], line=exc["line"]
+            ),
+            lines=tuple(
+                TracedLine(
+                    file=line["file"],
+                    line=int(line["line"]),
+                    hits=int(line["hits"]),
+                    vars=tuple(
+                        TracedVar(
+                            name=v["name"],
+                            type=v["type"],
+                            shape=_shape(v["shape"]),
+                            dtype=v["dtype"],
+                            device=v["device"],
+                            requires_grad=v["requires_grad"],
+                            hits=int(v["hits"]),
+                            shapes=tuple(_shape(s) or () for s in v["shapes"]),
+                            grad_fn=v.get("grad_fn"),
+                        )
+                        for v in line["vars"]
+                    ),
+                )
+                for line in data["lines"]
+            ),
+            findings=tuple(
+                Finding(
+                    kind=f["kind"],
+                    severity=f["severity"],
+                    file=f["file"],
+                    line=int(f["line"]),
+                    message=f["message"],
+                    related=tuple(
+                        RelatedLocation(file=r["file"], line=int(r["line"]), message=r["message"])
+                        for r in f.get("related", ())
+                    ),
+                )
+                for f in data["findings"]
+            ),
+        )
+    except (KeyError, TypeError, ValueError) as err:
+        raise TraceFormatError(f"malformed {SCHEMA_ID} trace: {err!r}") from err
+
+
+def write_trace(trace: Trace, path: str | os.PathLike[str]) -> None:
+    """Write atomically, so an editor watching the file never reads half a trace."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".shapelens-", suffix=".json", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(trace_to_json(trace), out, indent=1)
+            out.write("\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_trace(path: str | os.PathLike[str]) -> Trace:
+    try:
+        with open(path, encoding="utf-8") as src:
+            data = json.load(src)
+    except json.JSONDecodeError as err:
+        raise TraceFormatError(f"{path}: not JSON ({err})") from err
+    return trace_from_json(data)
