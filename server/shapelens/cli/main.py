@@ -1,4 +1,4 @@
-"""``shapelens run [options] SCRIPT [ARGS...]`` / ``shapelens run [options] -m MODULE [ARGS...]``."""
+"""The ``shapelens`` command: ``shapelens run [options] SCRIPT|-m MODULE [ARGS...]``."""
 
 from __future__ import annotations
 
@@ -31,32 +31,79 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run",
         help="run a script under the tracer",
-        usage="shapelens run [options] SCRIPT [ARGS...] | shapelens run [options] -m MODULE [ARGS...]",
+        usage="shapelens run [options] (SCRIPT | -m MODULE) [ARGS...]",
     )
-    run.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE",
-                     help="run a module as `python -m MODULE` does (the rest goes to it)")  # fmt: skip
+    run.add_argument(
+        "-m",
+        dest="module",
+        nargs=argparse.REMAINDER,
+        metavar="MODULE",
+        help="run a module as `python -m MODULE` does (the rest goes to it)",
+    )
     run.add_argument("--json", metavar="PATH", help="write the trace (shapelens.trace/1) here")
-    run.add_argument("--function", action="append", default=[], metavar="NAME",
-                     help="trace only this function (myfunc, Block.forward); repeatable")  # fmt: skip
-    run.add_argument("--include", action="append", default=[], metavar="GLOB",
-                     help="also treat matching files as user code; repeatable")  # fmt: skip
-    run.add_argument("--exclude", action="append", default=[], metavar="GLOB",
-                     help="never trace matching files; repeatable")  # fmt: skip
-    run.add_argument("--timeout", type=_positive_float, metavar="SECONDS",
-                     help="stop the run after this long and keep what was collected")  # fmt: skip
-    run.add_argument("--python", default=sys.executable, metavar="PATH",
-                     help="interpreter that runs the script (default: this one)")  # fmt: skip
+    run.add_argument(
+        "--function",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="trace only this function (myfunc, Block.forward); repeatable",
+    )
+    run.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="also treat matching files as user code; repeatable",
+    )
+    run.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="never trace matching files; repeatable",
+    )
+    run.add_argument(
+        "--timeout",
+        type=_positive_float,
+        metavar="SECONDS",
+        help="stop the run after this long and keep what was collected",
+    )
+    run.add_argument(
+        "--python",
+        default=sys.executable,
+        metavar="PATH",
+        help="interpreter that runs the script (default: this one)",
+    )
     run.add_argument("--quiet", "-q", action="store_true", help="do not print the listing")
     color = run.add_mutually_exclusive_group()
-    color.add_argument("--color", dest="color", action="store_true", default=None,
-                       help="colour the listing even when stderr is not a terminal")  # fmt: skip
+    color.add_argument(
+        "--color",
+        dest="color",
+        action="store_true",
+        default=None,
+        help="colour the listing even when stderr is not a terminal",
+    )
     color.add_argument("--no-color", dest="color", action="store_false")
-    run.add_argument("--no-findings", action="append", default=[], choices=FINDING_KINDS,
-                     metavar="KIND", help=f"turn a finding off ({', '.join(FINDING_KINDS)})")  # fmt: skip
-    run.add_argument("--nonfinite-max-elements", type=int, default=1_000_000, metavar="N",
-                     help="skip the NaN/Inf scan for tensors larger than this")  # fmt: skip
-    run.add_argument("--nonfinite-on-gpu", action="store_true",
-                     help="also scan GPU tensors for NaN/Inf (synchronises the device)")  # fmt: skip
+    run.add_argument(
+        "--no-findings",
+        action="append",
+        default=[],
+        choices=FINDING_KINDS,
+        metavar="KIND",
+        help=f"turn a finding off ({', '.join(FINDING_KINDS)})",
+    )
+    run.add_argument(
+        "--nonfinite-max-elements",
+        type=int,
+        default=1_000_000,
+        metavar="N",
+        help="skip the NaN/Inf scan for tensors larger than this",
+    )
+    run.add_argument(
+        "--nonfinite-on-gpu",
+        action="store_true",
+        help="also scan GPU tensors for NaN/Inf (synchronises the device)",
+    )
     run.add_argument("script", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]")
     return parser
 

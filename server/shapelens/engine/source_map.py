@@ -11,12 +11,13 @@ from __future__ import annotations
 import ast
 import linecache
 from dataclasses import dataclass, field
+from typing import Any
 
 # A tiny expression tree the broadcast check evaluates with operand shapes:
 #   ("name", path)            path: ("y",) or ("self", "bias")
 #   ("scalar",)               a numeric literal
 #   ("op", symbol, text, left, right)
-Expr = tuple[object, ...]
+Expr = tuple[Any, ...]
 
 _ELEMENTWISE_OPS: dict[type[ast.operator], str] = {
     ast.Add: "+",
@@ -30,7 +31,7 @@ _ELEMENTWISE_OPS: dict[type[ast.operator], str] = {
     ast.BitOr: "|",
     ast.BitXor: "^",
 }
-_COMPOUND = (
+_COMPOUND: tuple[type[ast.stmt], ...] = (
     ast.If,
     ast.For,
     ast.AsyncFor,
@@ -101,7 +102,7 @@ def _to_expr(node: ast.expr, source: str) -> Expr | None:
 def _operand_count(expr: Expr) -> int:
     """Non-literal leaves: a broadcast needs at least two arrays."""
     if expr[0] == "op":
-        return _operand_count(expr[3]) + _operand_count(expr[4])  # type: ignore[arg-type]
+        return _operand_count(expr[3]) + _operand_count(expr[4])
     return 1 if expr[0] == "name" else 0
 
 

@@ -20,16 +20,25 @@ from typing import Any
 from shapelens.engine import values
 from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.findings.broadcast import find_broadcast
-from shapelens.engine.findings.mismatch import explain, mismatch_kind, operands_of
+from shapelens.engine.findings.mismatch import explain_all, mismatch_kind, operands_of
 from shapelens.engine.findings.nonfinite import nonfinite_state
+from shapelens.engine.findings.shapes import fmt
 from shapelens.engine.recorder import MAX_SHAPES, Recorder, VarStats
 from shapelens.engine.scope import UserCodeScope
 from shapelens.engine.source_map import Expr, SourceMap, SourceMaps
 
 TraceFunction = Callable[[FrameType, str, Any], Any]
 
-_STORE_OPS = frozenset({"STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF",
-                        "STORE_FAST_STORE_FAST", "STORE_FAST_LOAD_FAST"})  # fmt: skip
+_STORE_OPS = frozenset(
+    {
+        "STORE_FAST",
+        "STORE_NAME",
+        "STORE_GLOBAL",
+        "STORE_DEREF",
+        "STORE_FAST_STORE_FAST",
+        "STORE_FAST_LOAD_FAST",
+    }
+)
 _GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
 _VARARGS, _VARKEYWORDS = 0x04, 0x08
 _NO_STATEMENT = -1
@@ -82,7 +91,11 @@ class CodeInfo:
             if instruction.opname not in _STORE_OPS:
                 continue
             statement = self.statement_of.get(line, line)
-            names = instruction.argval if isinstance(instruction.argval, tuple) else (instruction.argval,)
+            names = (
+                instruction.argval
+                if isinstance(instruction.argval, tuple)
+                else (instruction.argval,)
+            )
             for name in names:
                 if isinstance(name, str) and name not in stores.setdefault(statement, []):
                     stores[statement].append(name)
@@ -101,19 +114,25 @@ class CodeInfo:
 class Tracer:
     """Records per-line tensor metadata of user code into a :class:`Recorder`."""
 
-    def __init__(self, *, scope: UserCodeScope, recorder: Recorder,
-                 findings: FindingsConfig, sources: SourceMaps | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        scope: UserCodeScope,
+        recorder: Recorder,
+        findings: FindingsConfig,
+        sources: SourceMaps | None = None,
+    ) -> None:
         self.scope = scope
         self.recorder = recorder
         self.findings = findings
         self.sources = sources or SourceMaps()
         self._codes: dict[CodeType, CodeInfo | None] = {}
-        self._previous: TraceFunction | None = None
-        self._previous_threading: TraceFunction | None = None
+        self._previous: Any = None
+        self._previous_threading: Any = None
         self._installed: TraceFunction | None = None
         self._nonfinite = findings.nonfinite
-        self._last_exception: Callable[[], Any] | None = None
-        self._pending_errors: list[tuple[Callable[[], Any], dict[str, Any]]] = []
+        self._last_exception: tuple[int, type] | None = None
+        self._pending_errors: list[tuple[tuple[int, type], list[dict[str, Any]]]] = []
         self._unweakrefable: set[type] = set()
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -128,7 +147,7 @@ class Tracer:
     def stop(self) -> None:
         """Restore the tracers that were there before, and detach from running frames."""
         sys.settrace(self._previous)
-        threading.settrace(self._previous_threading)  # type: ignore[arg-type]
+        threading.settrace(self._previous_threading)
         frame: FrameType | None = sys._getframe()
         while frame is not None:
             trace = frame.f_trace
@@ -211,8 +230,12 @@ class Tracer:
                     capture(frame, info, previous, stores[previous], False)
                 if arg is not None and previous != _NO_STATEMENT:
                     line = frame.f_lineno
-                    self._record_value(info, statement_of.get(line, line),
-                                       "<yield>" if yielded else "<return>", arg)  # fmt: skip
+                    self._record_value(
+                        info,
+                        statement_of.get(line, line),
+                        "<yield>" if yielded else "<return>",
+                        arg,
+                    )
                 previous = _NO_STATEMENT
             elif event == "exception":
                 previous = _NO_STATEMENT
@@ -222,8 +245,9 @@ class Tracer:
         return local
 
     # -- recording -----------------------------------------------------------------------
-    def _capture(self, frame: FrameType, info: CodeInfo, line: int, names: tuple[str, ...],
-                 arguments: bool) -> None:  # fmt: skip
+    def _capture(
+        self, frame: FrameType, info: CodeInfo, line: int, names: tuple[str, ...], arguments: bool
+    ) -> None:
         try:
             scope = frame.f_locals
         except Exception:
@@ -254,14 +278,25 @@ class Tracer:
                 table = info.stats[line] = {}
             self._observe(info, table, line, name, value, kind, False, 0)
 
-    def _observe(self, info: CodeInfo, table: dict[str, VarStats], line: int, name: str,
-                 value: Any, kind: int, argument: bool, depth: int) -> None:  # fmt: skip
+    def _observe(
+        self,
+        info: CodeInfo,
+        table: dict[str, VarStats],
+        line: int,
+        name: str,
+        value: Any,
+        kind: int,
+        argument: bool,
+        depth: int,
+    ) -> None:
         if kind in values.CONTAINER_KINDS:
             if depth < values.MAX_CONTAINER_DEPTH:
                 for entry, item in values.container_entries(name, value, kind):
                     item_kind = values.kind_of(item)
                     if item_kind:
-                        self._observe(info, table, line, entry, item, item_kind, argument, depth + 1)
+                        self._observe(
+                            info, table, line, entry, item, item_kind, argument, depth + 1
+                        )
             return
         tp = type(value)
         stats = table.get(name)
@@ -315,7 +350,7 @@ class Tracer:
                 "severity": "warning",
                 "file": stats.file,
                 "line": stats.line,
-                "message": f"non-finite: `{stats.name}` {_fmt(shape)} "
+                "message": f"non-finite: `{stats.name}` {fmt(shape)} "
                 f"{values.dtype_name(stats.dtype)} first holds {state} here "
                 f"(hit {stats.hits} of this line)",
                 "related": [],
@@ -365,12 +400,12 @@ class Tracer:
 
     def _on_exception(self, frame: FrameType, info: CodeInfo, arg: Any) -> None:
         exc = arg[1] if isinstance(arg, tuple) and len(arg) > 1 else None
-        if exc is None or (self._last_exception is not None and self._last_exception() is exc):
+        # Exceptions can't be weakly referenced and a strong reference would keep their
+        # frames alive, so they are recognised by id and type.
+        key = (id(exc), type(exc))
+        if exc is None or key == self._last_exception:
             return  # already seen in a more inner frame of user code
-        try:
-            self._last_exception = weakref.ref(exc)
-        except TypeError:
-            return
+        self._last_exception = key
         kind = mismatch_kind(exc) if self.findings.mismatch else None
         if kind is None:
             return
@@ -381,17 +416,18 @@ class Tracer:
         try:
             operands = operands_of(statement, _resolver(frame))
             error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            finding = explain(kind, operands, self.recorder.origin_of, info.file, line, error)
+            findings = explain_all(kind, operands, self.recorder.origin_of, info.file, line, error)
         except Exception:
             return
-        if finding is not None:
-            self._pending_errors = [*self._pending_errors[-7:], (weakref.ref(exc), finding)]
+        if findings:
+            self._pending_errors = [*self._pending_errors[-7:], (key, findings)]
 
     def conclude(self, exc: BaseException | None) -> None:
         """The run ended with ``exc``: report the mismatch finding it caused, if any."""
-        for ref, finding in self._pending_errors:
-            if exc is not None and ref() is exc:
-                self.recorder.add_finding(finding)
+        for key, findings in self._pending_errors:
+            if exc is not None and key == (id(exc), type(exc)):
+                for finding in findings:
+                    self.recorder.add_finding(finding)
         self._pending_errors = []
 
 
@@ -427,9 +463,3 @@ def _resolver(frame: FrameType) -> Callable[[tuple[str, ...]], Any]:
         return value
 
     return resolve
-
-
-def _fmt(shape: tuple[int, ...] | None) -> str:
-    from shapelens.engine.findings.shapes import fmt
-
-    return fmt(shape)

@@ -26,9 +26,23 @@ MAX_CONTAINER_ITEMS = 8
 MAX_CONTAINER_DEPTH = 2
 
 _ALWAYS_IGNORED: tuple[type, ...] = (
-    type(None), bool, int, float, complex, str, bytes, bytearray, range, type, type(len),
-    type(sys), type(lambda: 0), set, frozenset, slice,
-)  # fmt: skip
+    type(None),
+    bool,
+    int,
+    float,
+    complex,
+    str,
+    bytes,
+    bytearray,
+    range,
+    type,
+    type(len),
+    type(sys),
+    type(lambda: 0),
+    set,
+    frozenset,
+    slice,
+)
 
 kind_of_type: dict[type, int] = dict.fromkeys(_ALWAYS_IGNORED, IGNORED)
 

@@ -64,13 +64,19 @@ class ChildRun:
         self.recorder = Recorder()
         always = (os.path.abspath(config.target),) if config.mode == "script" else ()
         scope = UserCodeScope(
-            ScopeConfig(root=config.root, always=always, include=config.include,
-                        exclude=config.exclude, functions=config.functions)  # fmt: skip
+            ScopeConfig(
+                root=config.root,
+                always=always,
+                include=config.include,
+                exclude=config.exclude,
+                functions=config.functions,
+            )
         )
         self.scope = scope
         self.sources = SourceMaps()
-        self.tracer = Tracer(scope=scope, recorder=self.recorder, findings=config.findings,
-                             sources=self.sources)  # fmt: skip
+        self.tracer = Tracer(
+            scope=scope, recorder=self.recorder, findings=config.findings, sources=self.sources
+        )
         self._flush_lock = threading.Lock()
         self._ended = False
         self._real_exit: Callable[[int], NoReturn] = os._exit
@@ -87,8 +93,9 @@ class ChildRun:
             return
         self._ended = True
         self.flush()
-        self.writer.send({"t": "end", "status": status, "exit_code": exit_code,
-                          "exception": exception})  # fmt: skip
+        self.writer.send(
+            {"t": "end", "status": status, "exit_code": exit_code, "exception": exception}
+        )
 
     def _flusher(self) -> None:
         """Background flushes (so a crash loses little) and stop requests from the parent."""
@@ -152,18 +159,25 @@ class ChildRun:
 
     def run(self) -> NoReturn:
         config = self.config
-        self.writer.send({"t": "hello", "python": ".".join(map(str, sys.version_info[:3])),
-                          "pid": os.getpid()})  # fmt: skip
+        self.writer.send(
+            {"t": "hello", "python": ".".join(map(str, sys.version_info[:3])), "pid": os.getpid()}
+        )
         code, path = self.prepare()
         threading.Thread(target=self._flusher, name="shapelens-flush", daemon=True).start()
-        os._exit = self._patched_exit
+        os._exit = self._patched_exit  # type: ignore[assignment]
         # Registered first, so it runs last: after user atexit handlers and thread joins.
         atexit.register(self._at_exit)
         self._outcome: tuple[str, int, dict[str, Any] | None] = ("ok", 0, None)
         if code is not None:
             main = types.ModuleType("__main__")
-            main.__dict__.update({"__file__": path, "__builtins__": __builtins__,
-                                  "__cached__": None, "__spec__": None})  # fmt: skip
+            main.__dict__.update(
+                {
+                    "__file__": path,
+                    "__builtins__": __builtins__,
+                    "__cached__": None,
+                    "__spec__": None,
+                }
+            )
             sys.modules["__main__"] = main
             sys.argv = [config.target, *config.args]
             sys.path[0] = os.path.dirname(path)
@@ -171,8 +185,9 @@ class ChildRun:
         else:
             sys.argv = [config.target, *config.args]
             sys.path[0] = os.getcwd()
-            self._execute(lambda: runpy.run_module(config.target, run_name="__main__",
-                                                   alter_sys=True))  # fmt: skip
+            self._execute(
+                lambda: runpy.run_module(config.target, run_name="__main__", alter_sys=True)
+            )
         sys.exit(self._outcome[1])
 
     def _execute(self, body: Callable[[], object]) -> None:
@@ -188,9 +203,13 @@ class ChildRun:
             self.tracer.stop()
         if exc is not None:
             self.tracer.conclude(exc)
-            self._outcome = ("exception", 130 if isinstance(exc, KeyboardInterrupt) else 1,
-                             self._describe(exc))  # fmt: skip
-            sys.excepthook(type(exc), exc, _without_our_frames(exc.__traceback__))
+            self._outcome = (
+                "exception",
+                130 if isinstance(exc, KeyboardInterrupt) else 1,
+                self._describe(exc),
+            )
+            trimmed = _without_our_frames(exc.__traceback__)
+            sys.excepthook(type(exc), exc.with_traceback(trimmed), trimmed)
 
     def _describe(self, exc: BaseException) -> dict[str, Any]:
         file: str | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -118,8 +119,9 @@ def run_traced(
     os.close(channel_write)
     os.close(control_read)
     pumps = _pump_output(process, on_output) if request.capture_output else []
-    outcome = _Supervisor(process, channel_read, control_write, builder, request.timeout_s,
-                          cancel).watch()  # fmt: skip
+    outcome = _Supervisor(
+        process, channel_read, control_write, builder, request.timeout_s, cancel
+    ).watch()
     for pump in pumps:
         pump.join()
     duration = time.monotonic() - started
@@ -137,9 +139,15 @@ def _resolve_python(python: str) -> str:
 class _Supervisor:
     """Reads the channel until EOF while enforcing the timeout and cancellation."""
 
-    def __init__(self, process: subprocess.Popen[bytes], channel: int, control: int,
-                 builder: TraceBuilder, timeout_s: float | None,
-                 cancel: threading.Event | None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        process: subprocess.Popen[bytes],
+        channel: int,
+        control: int,
+        builder: TraceBuilder,
+        timeout_s: float | None,
+        cancel: threading.Event | None,
+    ) -> None:
         self.process = process
         self.channel = channel
         self.control = control
@@ -167,10 +175,8 @@ class _Supervisor:
                         break
         finally:
             os.close(self.channel)
-            try:
+            with contextlib.suppress(OSError):
                 os.close(self.control)
-            except OSError:
-                pass
         self.process.wait()
         return stopped
 
@@ -187,10 +193,8 @@ class _Supervisor:
 
     def _stop(self) -> None:
         """Ask the child for a last flush, give it a moment, then kill it."""
-        try:
+        with contextlib.suppress(OSError):
             os.write(self.control, b"stop\n")
-        except OSError:
-            pass
         deadline = time.monotonic() + STOP_GRACE_S
         while not self.builder.stopped and time.monotonic() < deadline:
             ready, _, _ = select.select([self.channel], [], [], 0.05)
@@ -213,8 +217,9 @@ def _kill_tree(process: subprocess.Popen[bytes]) -> None:
         pass
 
 
-def _pump_output(process: subprocess.Popen[bytes], on_output: OutputCallback | None
-                 ) -> list[threading.Thread]:  # fmt: skip
+def _pump_output(
+    process: subprocess.Popen[bytes], on_output: OutputCallback | None
+) -> list[threading.Thread]:
     """Drain stdout and stderr concurrently (a full pipe would block the child)."""
     threads = []
     for stream_name, stream in (("stdout", process.stdout), ("stderr", process.stderr)):

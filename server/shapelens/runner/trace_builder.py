@@ -48,8 +48,9 @@ class TraceBuilder:
         elif kind == "end":
             self.end = message
 
-    def _status(self, returncode: int | None, outcome: str | None
-                ) -> tuple[RunStatus, int, str | None]:  # fmt: skip
+    def _status(
+        self, returncode: int | None, outcome: str | None
+    ) -> tuple[RunStatus, int, str | None]:
         if outcome == "timeout":
             return "timeout", TIMEOUT_EXIT_CODE, "stopped by the time limit"
         if outcome == "cancelled":
@@ -89,8 +90,9 @@ class TraceBuilder:
             detail=detail,
             exception=None
             if exc is None
-            else ExceptionInfo(type=exc["type"], message=exc["message"], file=exc["file"],
-                               line=exc["line"]),  # fmt: skip
+            else ExceptionInfo(
+                type=exc["type"], message=exc["message"], file=exc["file"], line=exc["line"]
+            ),
             lines=lines,
             findings=tuple(_finding(f) for f in self._findings),
         )

@@ -83,7 +83,7 @@ def trace_to_json(trace: Trace) -> dict[str, Any]:
 
 
 def trace_from_json(data: Any) -> Trace:
-    """Build a :class:`Trace` from decoded JSON; raises :class:`TraceFormatError` if it is not one."""
+    """Build a :class:`Trace` from decoded JSON; :class:`TraceFormatError` if it is not one."""
     if not isinstance(data, dict) or data.get("schema") != SCHEMA_ID:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise TraceFormatError(f"not a {SCHEMA_ID} trace (schema: {found!r})")

@@ -21,8 +21,16 @@ ShapeOf = Callable[[tuple[str, ...]], "tuple[int, ...] | None"]
 class Broadcast:
     __slots__ = ("left", "left_shape", "op", "result", "right", "right_shape", "text")
 
-    def __init__(self, op: str, text: str, left: str, left_shape: Any, right: str,
-                 right_shape: Any, result: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        op: str,
+        text: str,
+        left: str,
+        left_shape: Any,
+        right: str,
+        right_shape: Any,
+        result: Any,
+    ) -> None:
         self.op = op
         self.text = text
         self.left = left
@@ -41,7 +49,7 @@ class Broadcast:
 
 def _label(expr: Expr) -> str:
     if expr[0] == "name":
-        return "`" + ".".join(expr[1]) + "`"  # type: ignore[arg-type]
+        return "`" + ".".join(expr[1]) + "`"
     if expr[0] == "op":
         return f"`{expr[2]}`"
     return "scalar"
@@ -56,9 +64,9 @@ def find_broadcast(expr: Expr, shape_of: ShapeOf) -> Broadcast | None:
         if tag == "scalar":
             return ()
         if tag == "name":
-            return shape_of(node[1])  # type: ignore[arg-type]
-        left = evaluate(node[3])  # type: ignore[arg-type]
-        right = evaluate(node[4])  # type: ignore[arg-type]
+            return shape_of(node[1])
+        left = evaluate(node[3])
+        right = evaluate(node[4])
         if left is None or right is None:
             return None
         result = broadcast(left, right)
@@ -73,9 +81,16 @@ def find_broadcast(expr: Expr, shape_of: ShapeOf) -> Broadcast | None:
             and size > numel(right)
         ):
             found.append(
-                Broadcast(str(node[1]), str(node[2]), _label(node[3]), left,  # type: ignore[arg-type]
-                          _label(node[4]), right, result)  # type: ignore[arg-type]
-            )  # fmt: skip
+                Broadcast(
+                    str(node[1]),
+                    str(node[2]),
+                    _label(node[3]),
+                    left,
+                    _label(node[4]),
+                    right,
+                    result,
+                )
+            )
         return result
 
     evaluate(expr)

@@ -24,7 +24,8 @@ _DEVICE_ERROR = re.compile(
     re.IGNORECASE,
 )
 _DTYPE_ERROR = re.compile(
-    r"dtype|scalar type|must be bool|boolean mask|same type|expected .* but got .*(float|double|long|int|half)",
+    r"dtype|scalar type|must be bool|boolean mask|same type"
+    r"|expected .* but got .*(float|double|long|int|half)",
     re.IGNORECASE,
 )
 
@@ -47,8 +48,9 @@ def mismatch_kind(exc: BaseException) -> str | None:
 class Operand:
     __slots__ = ("device", "dtype", "is_module", "label", "shape", "value")
 
-    def __init__(self, label: str, value: Any, shape: Any, dtype: Any, device: Any,
-                 is_module: bool) -> None:  # fmt: skip
+    def __init__(
+        self, label: str, value: Any, shape: Any, dtype: Any, device: Any, is_module: bool
+    ) -> None:
         self.label = label
         self.value = value
         self.shape = shape
@@ -81,8 +83,14 @@ def _operand(label: str, value: Any) -> Operand | None:
     try:
         kind = values.kind_of(value)
         if kind in (values.TORCH, values.ARRAY):
-            return Operand(label, value, getattr(value, "shape", None), value.dtype,
-                           getattr(value, "device", None), False)  # fmt: skip
+            return Operand(
+                label,
+                value,
+                getattr(value, "shape", None),
+                value.dtype,
+                getattr(value, "device", None),
+                False,
+            )
         table = getattr(value, "__dict__", None)
         if isinstance(table, dict) and "_parameters" in table and hasattr(value, "parameters"):
             first = next(iter(value.parameters()), None)
@@ -107,8 +115,39 @@ def operands_of(statement: ast.AST, resolve: Callable[[tuple[str, ...]], Any]) -
     return found
 
 
-def explain(kind: str, operands: list[Operand], origin_of: Callable[[Any], VarStats | None],
-            file: str, line: int, error: str) -> dict[str, Any] | None:  # fmt: skip
+def explain_all(
+    kind: str,
+    operands: list[Operand],
+    origin_of: Callable[[Any], VarStats | None],
+    file: str,
+    line: int,
+    error: str,
+) -> list[dict[str, Any]]:
+    """The finding for the error that happened, plus a warning for the other attribute when
+    the operands disagree on it too (the seed's mask was both int64 and on another device:
+    the user should learn both at once, not one run at a time)."""
+    found = []
+    main = explain(kind, operands, origin_of, file, line, error)
+    if main is not None:
+        found.append(main)
+    other = "dtype_mismatch" if kind == "device_mismatch" else "device_mismatch"
+    # 0-dim CPU tensors mix with any device, so they don't count for a device disagreement.
+    relevant = [o for o in operands if other != "device_mismatch" or o.is_module or o.shape]
+    extra = explain(other, relevant, origin_of, file, line, "this fails next")
+    if extra is not None:
+        extra["severity"] = "warning"
+        found.append(extra)
+    return found
+
+
+def explain(
+    kind: str,
+    operands: list[Operand],
+    origin_of: Callable[[Any], VarStats | None],
+    file: str,
+    line: int,
+    error: str,
+) -> dict[str, Any] | None:
     """Build the finding, or ``None`` when the statement names no disagreeing tensors."""
     attribute = "device" if kind == "device_mismatch" else "dtype"
     groups: dict[str | None, list[Operand]] = {}
@@ -117,10 +156,8 @@ def explain(kind: str, operands: list[Operand], origin_of: Callable[[Any], VarSt
     if len(groups) < 2:
         return None
     module_values = [getattr(o, attribute) for o in operands if o.is_module]
-    if module_values:
-        reference = module_values[0]
-    else:
-        reference = max(groups, key=lambda key: len(groups[key]))
+    # A module's parameters set the expectation; otherwise the majority does.
+    reference = module_values[0] if module_values else max(groups, key=lambda k: len(groups[k]))
     odd = [o for o in operands if getattr(o, attribute) != reference]
     rest = [o for o in operands if getattr(o, attribute) == reference]
     noun = "device" if attribute == "device" else "dtype"
@@ -142,12 +179,13 @@ def explain(kind: str, operands: list[Operand], origin_of: Callable[[Any], VarSt
         origin = origin_of(operand.value)
         if origin is None:
             continue
-        where = "created" if not origin.is_argument else "passed in"
+        where = "passed in" if origin.is_argument else "created"
+        alias = "" if origin.name == operand.label else f" as `{origin.name}`"
         related.append(
             {
                 "file": origin.file,
                 "line": origin.line,
-                "message": f"`{operand.label}` {where} here as "
+                "message": f"`{operand.label}` {where} here{alias}: "
                 f"{fmt(tuple(operand.shape or ()))} {operand.dtype} {operand.device}"
                 + ("" if operand in rest else f" (the odd {noun})"),
             }

@@ -1,0 +1,79 @@
+"""Benchmark workload: a 3-layer MLP (hidden 64, ReLU, batch 32) trained 50 steps, SGD + MSE.
+
+Only ``train()`` is timed (CPU time). SHAPELENS_BENCH_WRAP picks the comparison tracer that
+wraps it; the result goes as JSON to SHAPELENS_BENCH_OUT. The wrap/report boilerplate is
+repeated in every workload on purpose: a shared helper module would be traced as user code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+NAME = "mlp"
+STEPS = 50
+BATCH, IN_FEATURES, HIDDEN, OUT_FEATURES = 32, 16, 64, 4
+
+
+def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Decorate ``fn`` with the tracer under test; its log goes to /dev/null, not a terminal."""
+    tool = os.environ.get("SHAPELENS_BENCH_WRAP", "none")
+    if tool == "none":
+        return fn
+    sink = open(os.devnull, "w")  # noqa: SIM115 - must outlive the traced call
+    if tool == "torchsnooper":
+        import torchsnooper
+
+        return torchsnooper.snoop(output=sink)(fn)
+    if tool == "snoop":
+        import snoop
+
+        return snoop.Config(out=sink, color=False).snoop()(fn)
+    raise SystemExit(f"unknown SHAPELENS_BENCH_WRAP: {tool}")
+
+
+def _report(cpu_s: float) -> None:
+    with open(os.environ["SHAPELENS_BENCH_OUT"], "w") as out:
+        json.dump({"workload": NAME, "cpu_s": cpu_s}, out)
+
+
+def train(
+    model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, optimizer: torch.optim.SGD
+) -> float:
+    loss_fn = torch.nn.MSELoss()
+    loss = torch.zeros(())
+    for _ in range(STEPS):
+        optimizer.zero_grad()
+        pred = model(x)
+        loss = loss_fn(pred, y)
+        loss.backward()
+        optimizer.step()
+    return loss.item()
+
+
+def main() -> None:
+    torch.set_num_threads(1)  # idle OpenMP workers would add CPU time that is not tracing
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(IN_FEATURES, HIDDEN),
+        torch.nn.ReLU(),
+        torch.nn.Linear(HIDDEN, HIDDEN),
+        torch.nn.ReLU(),
+        torch.nn.Linear(HIDDEN, OUT_FEATURES),
+    )
+    x = torch.randn(BATCH, IN_FEATURES)
+    y = torch.randn(BATCH, OUT_FEATURES)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    hot = _wrap(train)
+    start = time.process_time()
+    hot(model, x, y, optimizer)
+    _report(time.process_time() - start)
+
+
+if __name__ == "__main__":
+    main()
