@@ -6,6 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from conftest import EXAMPLES, line_of, run_cli
 
 pytest.importorskip("torch")

@@ -9,6 +9,7 @@ streams aggregates to the parent over the channel fd. Everything it patches
 from __future__ import annotations
 
 import atexit
+import faulthandler
 import json
 import os
 import runpy
@@ -35,9 +36,13 @@ from shapelens.runner.protocol import FrameWriter
 class ChildConfig:
     mode: str  # "script" | "module"
     target: str
+    display: str
+    """The target as the user wrote it, for messages."""
     args: tuple[str, ...]
     channel_fd: int
     control_fd: int
+    crash_fd: int
+    """faulthandler writes the Python stack here if the process dies of a fatal signal."""
     root: str
     include: tuple[str, ...]
     exclude: tuple[str, ...]
@@ -132,24 +137,25 @@ class ChildRun:
         if config.mode == "module":
             return None, config.target
         path = os.path.abspath(config.target)
+        name = config.display
         try:
             with tokenize.open(path) as source_file:
                 source = source_file.read()
         except FileNotFoundError:
-            self.fail(f"cannot run {config.target}: no such file")
+            self.fail(f"cannot run {name}: no such file")
         except IsADirectoryError:
-            self.fail(f"cannot run {config.target}: it is a directory")
+            self.fail(f"cannot run {name}: it is a directory")
         except (SyntaxError, UnicodeDecodeError) as err:
-            self.fail(f"cannot run {config.target}: not valid UTF-8 or declared encoding ({err})")
+            self.fail(f"cannot run {name}: not valid UTF-8 or declared encoding ({err})")
         except OSError as err:
-            self.fail(f"cannot run {config.target}: {err.strerror}")
+            self.fail(f"cannot run {name}: {err.strerror}")
         try:
             code = compile(source, path, "exec", dont_inherit=True)
         except SyntaxError as err:
-            where = f"{config.target}:{err.lineno}" if err.lineno else config.target
+            where = f"{name}:{err.lineno}" if err.lineno else config.target
             self.fail(f"syntax error in {where}: {err.msg}")
         except ValueError as err:
-            self.fail(f"cannot run {config.target}: {err}")
+            self.fail(f"cannot run {name}: {err}")
         self.sources.put(path, source)
         return code, path
 
@@ -163,6 +169,8 @@ class ChildRun:
             {"t": "hello", "python": ".".join(map(str, sys.version_info[:3])), "pid": os.getpid()}
         )
         code, path = self.prepare()
+        self._crash_file = os.fdopen(config.crash_fd, "w", closefd=False)
+        faulthandler.enable(file=self._crash_file, all_threads=False)
         threading.Thread(target=self._flusher, name="shapelens-flush", daemon=True).start()
         os._exit = self._patched_exit  # type: ignore[assignment]
         # Registered first, so it runs last: after user atexit handlers and thread joins.

@@ -82,12 +82,15 @@ def run_traced(
             raise UsageError(f"cannot run {request.target}: no such file")
     channel_read, channel_write = os.pipe()
     control_read, control_write = os.pipe()
+    crash_read, crash_write = os.pipe()
     config = {
         "mode": "module" if request.module else "script",
         "target": request.target if request.module else target,
+        "display": request.target,
         "args": list(request.args),
         "channel_fd": channel_write,
         "control_fd": control_read,
+        "crash_fd": crash_write,
         "root": cwd,
         "include": list(request.include),
         "exclude": list(request.exclude),
@@ -109,24 +112,47 @@ def run_traced(
             env=env,
             stdout=pipe,
             stderr=pipe,
-            pass_fds=(channel_write, control_read),
+            pass_fds=(channel_write, control_read, crash_write),
             start_new_session=request.capture_output,
         )
     except OSError as err:
-        for fd in (channel_read, channel_write, control_read, control_write):
+        for fd in (
+            channel_read,
+            channel_write,
+            control_read,
+            control_write,
+            crash_read,
+            crash_write,
+        ):
             os.close(fd)
         raise UsageError(f"cannot start the interpreter {python}: {err.strerror}") from err
     os.close(channel_write)
     os.close(control_read)
+    os.close(crash_write)
     pumps = _pump_output(process, on_output) if request.capture_output else []
     outcome = _Supervisor(
         process, channel_read, control_write, builder, request.timeout_s, cancel
     ).watch()
     for pump in pumps:
         pump.join()
+    builder.crash_report(_read_available(crash_read), cwd)
     duration = time.monotonic() - started
     trace = builder.build(duration_s=duration, returncode=process.returncode, outcome=outcome)
     return RunResult(trace=trace, error=builder.error)
+
+
+def _read_available(fd: int) -> str:
+    """What the child's faulthandler wrote, without waiting on grandchildren holding the pipe."""
+    chunks = []
+    try:
+        while select.select([fd], [], [], 0)[0]:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", errors="replace")
 
 
 def _resolve_python(python: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 import signal
 from typing import Any
 
@@ -28,6 +30,24 @@ class TraceBuilder:
         self._hits: dict[tuple[str, int], int] = {}
         self._vars: dict[tuple[str, int], dict[str, list[Any]]] = {}
         self._findings: list[dict[str, Any]] = []
+        self.crash: dict[str, Any] | None = None
+
+    def crash_report(self, text: str, root: str) -> None:
+        """Locate a fatal signal from faulthandler's dump: the innermost frame under ``root``."""
+        first = text.strip().splitlines()[0] if text.strip() else ""
+        frames = re.findall(r'File "(.+?)", line (\d+) in ', text)
+        if not first:
+            return
+        where = next(
+            (
+                (path, int(line))
+                for path, line in frames
+                if path.startswith(os.path.join(root, "")) and "site-packages" not in path
+            ),
+            (None, None),
+        )
+        message = first.removeprefix("Fatal Python error: ")
+        self.crash = {"type": "FatalError", "message": message, "file": where[0], "line": where[1]}
 
     def accept(self, message: dict[str, Any]) -> None:
         kind = message.get("t")
@@ -70,7 +90,7 @@ class TraceBuilder:
         status, exit_code, detail = self._status(returncode, outcome)
         if self.error is not None:
             status, exit_code, detail = "exit", 2, self.error
-        exc = (self.end or {}).get("exception")
+        exc = (self.end or {}).get("exception") or (self.crash if status == "crashed" else None)
         keys = sorted(set(self._hits) | set(self._vars))
         lines = tuple(
             TracedLine(
