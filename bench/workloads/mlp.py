@@ -15,8 +15,13 @@ from typing import Any
 
 import torch
 
+
+def _scaled(count: int) -> int:
+    """SHAPELENS_BENCH_SCALE shrinks the loop for `run_bench.py --quick` (a harness check)."""
+    return max(1, round(count * float(os.environ.get("SHAPELENS_BENCH_SCALE", "1"))))
+
 NAME = "mlp"
-STEPS = 50
+STEPS = _scaled(50)
 BATCH, IN_FEATURES, HIDDEN, OUT_FEATURES = 32, 16, 64, 4
 
 

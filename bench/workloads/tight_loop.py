@@ -15,8 +15,13 @@ from typing import Any
 
 import torch
 
+
+def _scaled(count: int) -> int:
+    """SHAPELENS_BENCH_SCALE shrinks the loop for `run_bench.py --quick` (a harness check)."""
+    return max(1, round(count * float(os.environ.get("SHAPELENS_BENCH_SCALE", "1"))))
+
 NAME = "tight_loop"
-ITERATIONS = 20_000
+ITERATIONS = _scaled(20_000)
 
 
 def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:

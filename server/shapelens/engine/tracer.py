@@ -52,6 +52,7 @@ class CodeInfo:
         "arg_names",
         "broadcast_checks",
         "def_line",
+        "definitions",
         "elementwise",
         "file",
         "global_names",
@@ -69,6 +70,8 @@ class CodeInfo:
         self.file = file
         self.source = source
         self.statement_of = source.statement_of
+        # def/class lines count calls (below), not the execution of the def statement.
+        self.definitions = frozenset(source.def_line_of.values())
         self.is_module = code.co_name == "<module>"
         self.def_line = source.def_line_of.get(code.co_firstlineno, code.co_firstlineno)
         count = code.co_argcount + code.co_kwonlyargcount
@@ -202,6 +205,7 @@ class Tracer:
         stores = info.stores
         hits = info.hits
         elementwise = info.elementwise
+        definitions = info.definitions
         capture = self._capture
         if info.is_generator and frame.f_lineno != frame.f_code.co_firstlineno:
             previous = statement_of.get(frame.f_lineno, frame.f_lineno)  # resumed after a yield
@@ -221,7 +225,8 @@ class Tracer:
                     if previous in stores:
                         capture(frame, info, previous, stores[previous], False)
                     previous = statement
-                    hits[statement] = hits.get(statement, 0) + 1
+                    if statement not in definitions:
+                        hits[statement] = hits.get(statement, 0) + 1
                     if statement in elementwise:
                         self._check_broadcast(frame, info, statement)
             elif event == "return":

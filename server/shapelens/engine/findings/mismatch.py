@@ -112,7 +112,11 @@ def operands_of(statement: ast.AST, resolve: Callable[[tuple[str, ...]], Any]) -
         if operand is not None:
             seen.add(id(value))
             found.append(operand)
-    return found
+    # `self.fc(x)` names both `self` and `self.fc`: the submodule is the one that ran.
+    modules = [o.label for o in found if o.is_module]
+    return [
+        o for o in found if not (o.is_module and any(m.startswith(o.label + ".") for m in modules))
+    ]
 
 
 def explain_all(

@@ -1,0 +1,107 @@
+"""Each finding fires where it should, and not on ordinary code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import line_of, run_cli
+
+
+def test_broadcast_only_for_surprising_expansions(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = script(
+        """
+        import numpy as np
+        a = np.ones((3, 4)); row = np.ones(4); col = np.ones((4, 1)); y = np.ones(4)
+        ok1 = a * row
+        ok2 = a + 1
+        ok3 = -a / 2.0
+        ok4 = col[:, None] - col[None, :]
+        bad = (y - col) ** 2
+        def loss(p, t):
+            diff = t - p
+            return diff
+        for step in range(3):
+            l = loss(col, y)
+        """
+    )
+    run = run_cli("--quiet", "main.py", cwd=tmp_path)
+    lines = sorted(f["line"] for f in run.findings("broadcast"))
+    assert lines == [line_of(main, "bad ="), line_of(main, "diff = t - p")]
+    [bad] = [f for f in run.findings("broadcast") if f["line"] == line_of(main, "bad =")]
+    assert bad["message"].startswith("broadcast: `y` (4,) - `col` (4, 1) → (4, 4)")
+
+
+def test_nonfinite_reports_the_first_line(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = script(
+        """
+        import numpy as np
+        w = np.ones(3)
+        for step in range(40):
+            logits = w * (10.0 ** step)
+            prob = np.exp(logits) / np.exp(logits).sum()
+            total = prob.sum()
+        """
+    )
+    run = run_cli("--quiet", "main.py", cwd=tmp_path)
+    [finding] = run.findings("nonfinite")
+    assert finding["line"] == line_of(main, "prob =")
+    assert "`prob`" in finding["message"] and "NaN" in finding["message"]
+
+
+def test_findings_can_be_turned_off(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    script("import numpy as np\ny = np.ones(4); c = np.ones((4, 1))\nd = y - c\n")
+    assert run_cli("--quiet", "main.py", cwd=tmp_path).findings("broadcast")
+    run = run_cli("--quiet", "--no-findings", "broadcast", "main.py", cwd=tmp_path)
+    assert run.findings("broadcast") == []
+
+
+def test_dtype_origin_is_the_from_numpy_line(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("torch")
+    main = script(
+        """
+        import numpy as np
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(2, 1)
+            def forward(self, x):
+                return self.fc(x)
+
+        raw = np.random.rand(4, 2)
+        features = torch.from_numpy(raw)
+        scaled = features * 2
+        net = Net()
+        out = net(scaled)
+        """
+    )
+    run = run_cli("--quiet", "main.py", cwd=tmp_path)
+    assert run.returncode == 1
+    [finding] = run.findings("dtype_mismatch")
+    assert finding["line"] == line_of(main, "return self.fc(x)")
+    assert (
+        "`x` (4, 2) float64" in finding["message"] and "`self.fc` is float32" in finding["message"]
+    )
+    assert finding["related"][0]["line"] == line_of(main, "scaled =")
+
+
+def test_device_origin_with_a_module_on_another_device(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("torch")
+    main = script(
+        """
+        import torch
+        model = torch.nn.Linear(3, 1)
+        batch = torch.zeros(2, 3, device="meta")
+        pred = model(batch)
+        """
+    )
+    run = run_cli("--quiet", "main.py", cwd=tmp_path)
+    [finding] = run.findings("device_mismatch")
+    assert finding["line"] == line_of(main, "pred =")
+    assert "`batch`" in finding["message"] and "meta" in finding["message"]
+    assert finding["related"][0]["line"] == line_of(main, "batch =")
+    assert run.findings("dtype_mismatch") == []
