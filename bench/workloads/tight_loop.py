@@ -20,6 +20,7 @@ def _scaled(count: int) -> int:
     """SHAPELENS_BENCH_SCALE shrinks the loop for `run_bench.py --quick` (a harness check)."""
     return max(1, round(count * float(os.environ.get("SHAPELENS_BENCH_SCALE", "1"))))
 
+
 NAME = "tight_loop"
 ITERATIONS = _scaled(20_000)
 
@@ -31,13 +32,15 @@ def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         return fn
     sink = open(os.devnull, "w")  # noqa: SIM115 - must outlive the traced call
     if tool == "torchsnooper":
-        import torchsnooper
+        import torchsnooper  # type: ignore[import-not-found,unused-ignore]  # anchors venv
 
-        return torchsnooper.snoop(output=sink)(fn)
+        traced: Callable[..., Any] = torchsnooper.snoop(output=sink)(fn)
+        return traced
     if tool == "snoop":
-        import snoop
+        import snoop  # type: ignore[import-not-found,unused-ignore]  # anchors venv
 
-        return snoop.Config(out=sink, color=False).snoop()(fn)
+        traced = snoop.Config(out=sink, color=False).snoop()(fn)
+        return traced
     raise SystemExit(f"unknown SHAPELENS_BENCH_WRAP: {tool}")
 
 

@@ -90,7 +90,8 @@ class CodeInfo:
                 continue
             lines.add(line)
             if instruction.opname == "YIELD_VALUE":
-                yield_offsets.add(instruction.offset)
+                # 3.11/3.12 report the YIELD_VALUE itself as f_lasti, 3.13 the unit after it.
+                yield_offsets.update((instruction.offset, instruction.offset + 2))
             if instruction.opname not in _STORE_OPS:
                 continue
             statement = self.statement_of.get(line, line)
