@@ -38,7 +38,7 @@ def test_traces_validate_and_round_trip(script, tmp_path: Path) -> None:  # type
 
 
 def test_rejects_other_files(tmp_path: Path) -> None:
-    with pytest.raises(TraceFormatError, match="not a shapelens.trace/1 trace"):
+    with pytest.raises(TraceFormatError, match=r"not a shapelens\.trace/1 trace"):
         trace_from_json({"schema": "something/2"})
     with pytest.raises(TraceFormatError, match="malformed"):
         trace_from_json({"schema": "shapelens.trace/1", "argv": []})
