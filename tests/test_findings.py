@@ -105,3 +105,26 @@ def test_device_origin_with_a_module_on_another_device(script, tmp_path: Path) -
     assert "`batch`" in finding["message"] and "meta" in finding["message"]
     assert finding["related"][0]["line"] == line_of(main, "batch =")
     assert run.findings("dtype_mismatch") == []
+
+
+def test_nonfinite_in_torch_training_and_gpu_tensors_skipped(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("torch")
+    main = script(
+        """
+        import torch
+        w = torch.ones(4, requires_grad=True)
+        big = torch.full((10,), float("nan"), device="meta")
+        for step in range(12):
+            scale = torch.tensor(10.0) ** (step * 8)
+            h = w * scale
+            loss = (h * h).sum()
+        """
+    )
+    run = run_cli("--quiet", "main.py", cwd=tmp_path)
+    [finding] = run.findings("nonfinite")
+    # (h * h) reaches 1e48 at step 3, past float32's 3.4e38, while `scale` (1e24) and `h`
+    # are still finite: the loss line's 4th hit is a checked one, and the first non-finite.
+    assert finding["line"] == line_of(main, "loss =")
+    assert "Inf" in finding["message"]
+    # meta (stand-in for GPU) tensors are never scanned
+    assert all(f["line"] != line_of(main, "big =") for f in run.trace["findings"])  # type: ignore[index]
