@@ -112,3 +112,24 @@ def test_huge_output_and_threads_do_not_disturb_the_channel(script, tmp_path: Pa
     assert len(run.stdout) == 5_000_000
     w = run.var(main, line_of(main, "w = np.zeros"), "w")
     assert w["hits"] == 3 and sorted(w["shapes"]) == [[1, 2], [2, 2], [3, 2]]
+
+
+def test_forked_children_do_not_write_into_the_channel(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = script(
+        """
+        import os
+        import numpy as np
+        before = np.zeros(2)
+        pid = os.fork()
+        if pid == 0:
+            in_child = np.ones(3)
+            os._exit(9)
+        os.waitpid(pid, 0)
+        after = np.ones(4)
+        """
+    )
+    run = run_cli("--quiet", "main.py", cwd=tmp_path)
+    assert run.trace is not None
+    assert (run.trace["status"], run.trace["exit_code"]) == ("ok", 0)
+    assert run.var(main, line_of(main, "after ="), "after")["shape"] == [4]
+    assert run.line(main, line_of(main, "in_child =")) is None

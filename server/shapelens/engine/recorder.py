@@ -53,7 +53,7 @@ class VarStats:
         self.grad_fn: str | None = None
         self.shapes: list[Any] = []
         self.ref: Callable[[], Any] | None = None
-        self.is_argument = name.startswith("<") or False
+        self.is_argument = False  # bound as a function argument (a def line)
         self.next_nonfinite_check = 1
 
     def to_message(self) -> list[Any]:

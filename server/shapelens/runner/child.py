@@ -126,6 +126,13 @@ class ChildRun:
             except Exception:
                 continue
 
+    def _forked(self) -> None:
+        """A fork of user code (a DataLoader worker) must never write into our channel."""
+        self.writer.broken = True
+        self._ended = True
+        sys.settrace(None)
+        threading.settrace(None)  # type: ignore[arg-type]
+
     def _patched_exit(self, code: int) -> NoReturn:
         self.finish("exit", code, None)
         self._real_exit(code)
@@ -172,6 +179,7 @@ class ChildRun:
         self._crash_file = os.fdopen(config.crash_fd, "w", closefd=False)
         faulthandler.enable(file=self._crash_file, all_threads=False)
         threading.Thread(target=self._flusher, name="shapelens-flush", daemon=True).start()
+        os.register_at_fork(after_in_child=self._forked)
         os._exit = self._patched_exit  # type: ignore[assignment]
         # Registered first, so it runs last: after user atexit handlers and thread joins.
         atexit.register(self._at_exit)
