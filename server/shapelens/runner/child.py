@@ -131,7 +131,7 @@ class ChildRun:
         self.writer.broken = True
         self._ended = True
         sys.settrace(None)
-        threading.settrace(None)  # type: ignore[arg-type]
+        threading.settrace(None)
 
     def _patched_exit(self, code: int) -> NoReturn:
         self.finish("exit", code, None)
