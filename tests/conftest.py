@@ -88,3 +88,113 @@ def line_of(path: Path, marker: str) -> int:
         if text.strip().startswith(marker):
             return number
     raise AssertionError(f"{marker!r} not in {path}")
+
+
+# -- language server -------------------------------------------------------------------------
+import pytest_lsp  # noqa: E402
+from lsprotocol import types  # noqa: E402
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities  # noqa: E402
+
+TRACE_UPDATED = "shapelens/traceUpdated"
+
+
+class LspSession:
+    """A started server, the client talking to it, and what the server sent."""
+
+    def __init__(self, client: LanguageClient, root: Path) -> None:
+        self.client = client
+        self.root = root
+        self.trace_updates: list[dict[str, Any]] = []
+        self.refreshes = 0
+
+    def write(self, name: str, source: str) -> tuple[Path, str]:
+        path = self.root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(source).lstrip("\n"), encoding="utf-8")
+        return path, path.as_uri()
+
+    def open(self, path: Path, version: int = 1) -> str:
+        uri = path.as_uri()
+        self.client.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                text_document=types.TextDocumentItem(
+                    uri=uri, language_id="python", version=version, text=path.read_text()
+                )
+            )
+        )
+        return uri
+
+    async def run(self, uri: str, **extra: Any) -> dict[str, Any]:
+        result = await self.client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="shapelens.run", arguments=[{"uri": uri, **extra}])
+        )
+        assert isinstance(result, dict), result
+        return result
+
+    async def hints(self, uri: str, lines: int = 200) -> dict[int, str]:
+        found = await self.client.text_document_inlay_hint_async(
+            types.InlayHintParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                range=types.Range(types.Position(0, 0), types.Position(lines, 0)),
+            )
+        )
+        return {hint.position.line: str(hint.label) for hint in found or []}
+
+
+def lsp_fixture(client_name: str):  # type: ignore[no-untyped-def]
+    @pytest_lsp.fixture(
+        config=ClientServerConfig(server_command=[sys.executable, "-m", "shapelens", "lsp"]),
+    )
+    async def fixture(lsp_client: LanguageClient, tmp_path: Path):  # type: ignore[no-untyped-def]
+        session = LspSession(lsp_client, tmp_path)
+
+        @lsp_client.feature(TRACE_UPDATED)
+        def on_trace_updated(params: Any) -> None:
+            session.trace_updates.append(_plain(params))
+
+        @lsp_client.feature(types.WORKSPACE_INLAY_HINT_REFRESH)
+        def on_refresh(params: Any) -> None:
+            session.refreshes += 1
+
+        await lsp_client.initialize_session(
+            types.InitializeParams(
+                capabilities=client_capabilities(client_name),
+                root_uri=tmp_path.as_uri(),
+                workspace_folders=[types.WorkspaceFolder(uri=tmp_path.as_uri(), name="ws")],
+                initialization_options={"shapelens": {"timeout": 60}},
+            )
+        )
+        lsp_client.shapelens_session = session  # type: ignore[attr-defined]
+        yield
+        await lsp_client.shutdown_session()
+
+    return fixture
+
+
+def _plain(value: Any) -> Any:
+    """Custom notification params arrive as attrs-like objects: turn them into plain data."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if hasattr(value, "_asdict"):  # pygls decodes JSON objects into namedtuples
+        return {k: _plain(v) for k, v in value._asdict().items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return {k: _plain(v) for k, v in vars(value).items()}
+
+
+vscode_client = lsp_fixture("visual-studio-code")
+neovim_client = lsp_fixture("neovim")
+
+
+@pytest.fixture
+def lsp(vscode_client: LanguageClient) -> LspSession:
+    """A server driven with VS Code's client capabilities."""
+    return vscode_client.shapelens_session  # type: ignore[attr-defined,no-any-return]
+
+
+@pytest.fixture
+def lsp_neovim(neovim_client: LanguageClient) -> LspSession:
+    """A server driven with Neovim's client capabilities."""
+    return neovim_client.shapelens_session  # type: ignore[attr-defined,no-any-return]

@@ -105,6 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="also scan GPU tensors for NaN/Inf (synchronises the device)",
     )
     run.add_argument("script", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]")
+    lsp = commands.add_parser("lsp", help="start the language server (stdio by default)")
+    lsp.add_argument("--tcp", action="store_true", help="listen on TCP instead of stdio")
+    lsp.add_argument("--host", default="127.0.0.1", help="loopback address to bind (--tcp)")
+    lsp.add_argument("--port", type=int, default=2087, help="port to listen on (--tcp)")
     return parser
 
 
@@ -123,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = parser.parse_args(argv)
     if options.command == "run":
         return _run(parser, options)
+    if options.command == "lsp":
+        return _lsp(parser, options)
     parser.print_help(sys.stderr)
     return 2
 
@@ -179,6 +185,19 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
         color = options.color if options.color is not None else _wants_color()
         sys.stderr.write(render_listing(trace, color=color))
     return trace.exit_code
+
+
+def _lsp(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
+    if options.tcp and options.host not in ("127.0.0.1", "::1", "localhost"):
+        parser.error(f"--host must be a loopback address (got {options.host}): never expose it")
+    from shapelens.lsp.server import create_server  # pygls is only needed here
+
+    server = create_server()
+    if options.tcp:
+        server.start_tcp(options.host, options.port)
+    else:
+        server.start_io()
+    return 0
 
 
 def _wants_color() -> bool:

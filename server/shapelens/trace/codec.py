@@ -29,7 +29,7 @@ def _shape(value: Any) -> tuple[int, ...] | None:
     return None if value is None else tuple(int(d) for d in value)
 
 
-def _var_to_json(var: TracedVar) -> dict[str, Any]:
+def var_to_json(var: TracedVar) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": var.name,
         "type": var.type,
@@ -45,7 +45,7 @@ def _var_to_json(var: TracedVar) -> dict[str, Any]:
     return out
 
 
-def _finding_to_json(f: Finding) -> dict[str, Any]:
+def finding_to_json(f: Finding) -> dict[str, Any]:
     return {
         "kind": f.kind,
         "severity": f.severity,
@@ -74,11 +74,11 @@ def trace_to_json(trace: Trace) -> dict[str, Any]:
                 "file": line.file,
                 "line": line.line,
                 "hits": line.hits,
-                "vars": [_var_to_json(v) for v in line.vars],
+                "vars": [var_to_json(v) for v in line.vars],
             }
             for line in trace.lines
         ],
-        "findings": [_finding_to_json(f) for f in trace.findings],
+        "findings": [finding_to_json(f) for f in trace.findings],
     }
 
 

@@ -1,0 +1,35 @@
+"""Document and configuration events: results follow the text (never re-running code)."""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from shapelens.lsp.publish import publish_file
+from shapelens.lsp.server import ShapeLensServer
+
+
+def register(server: ShapeLensServer) -> None:
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: ShapeLensServer, params: types.InitializeParams) -> None:
+        ls.apply_settings(params.initialization_options)
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def did_change_configuration(
+        ls: ShapeLensServer, params: types.DidChangeConfigurationParams
+    ) -> None:
+        ls.apply_settings(params.settings)
+
+    def refresh(ls: ShapeLensServer, uri: str) -> None:
+        from shapelens.lsp.server import path_of
+
+        path = path_of(uri)
+        if path is not None and ls.results.get(path) is not None:
+            publish_file(ls, path)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: ShapeLensServer, params: types.DidOpenTextDocumentParams) -> None:
+        refresh(ls, params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: ShapeLensServer, params: types.DidChangeTextDocumentParams) -> None:
+        refresh(ls, params.text_document.uri)

@@ -1,0 +1,49 @@
+"""``shapelens/traceUpdated``: every hint of one document in one message (for decorations).
+
+Params: ``{uri, version, lines: [{line, label, vars, findings}]}`` with 0-based ``line`` on
+the document as it is at ``version``. ``label`` is the compact hint; ``vars`` the full data;
+``findings`` the kinds and severities on that line (the extension colours by them).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pygls.workspace import TextDocument
+
+from shapelens.present.labels import line_label
+from shapelens.trace.codec import var_to_json
+
+if TYPE_CHECKING:
+    from shapelens.lsp.server import ShapeLensServer
+
+
+def trace_update_for(server: ShapeLensServer, document: TextDocument) -> dict[str, Any]:
+    view = server.view_of(document)
+    lines: dict[int, dict[str, Any]] = {}
+    if view is not None:
+        for current, traced in sorted(view.lines.items()):
+            lines[current] = {
+                "line": current,
+                "label": line_label(traced),
+                "hits": traced.hits,
+                "vars": [var_to_json(v) for v in traced.vars],
+                "findings": [],
+            }
+        for current, finding in view.findings:
+            entry = lines.setdefault(
+                current, {"line": current, "label": "", "hits": 0, "vars": [], "findings": []}
+            )
+            entry["findings"].append(
+                {"kind": finding.kind, "severity": finding.severity, "message": finding.message}
+            )
+        exc = view.results.exception
+        if exc is not None and view.exception_line is not None:
+            entry = lines.setdefault(
+                view.exception_line,
+                {"line": view.exception_line, "label": "", "hits": 0, "vars": [], "findings": []},
+            )
+            entry["findings"].append(
+                {"kind": "exception", "severity": "error", "message": f"{exc.type}: {exc.message}"}
+            )
+    return {"uri": document.uri, "version": document.version, "lines": list(lines.values())}

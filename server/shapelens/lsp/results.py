@@ -1,0 +1,104 @@
+"""The last run's results per file, and their view on a document as it is now."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from shapelens.lsp.line_mapping import map_lines
+from shapelens.trace import ExceptionInfo, Finding, Trace, TracedLine
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileResults:
+    """What one run left for one file, with the text that ran (to follow later edits)."""
+
+    path: str
+    source: tuple[str, ...]
+    lines: dict[int, TracedLine]  # 1-based line that ran
+    findings: tuple[Finding, ...]
+    exception: ExceptionInfo | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileView:
+    """Results placed on the current document: 0-based current line → results."""
+
+    results: FileResults
+    lines: dict[int, TracedLine]
+    findings: tuple[tuple[int, Finding], ...]
+    exception_line: int | None
+    to_current: dict[int, int] = field(repr=False)
+    """1-based line that ran → 0-based current line."""
+
+    def current_line(self, ran_line: int) -> int | None:
+        return self.to_current.get(ran_line)
+
+
+class ResultStore:
+    def __init__(self) -> None:
+        self._files: dict[str, FileResults] = {}
+        self._views: dict[tuple[str, int | None, int], FileView] = {}
+        self.last_trace: Trace | None = None
+
+    def update(self, trace: Trace, sources: dict[str, tuple[str, ...]]) -> list[str]:
+        """Replace the results of every file the run touched; returns those paths."""
+        self.last_trace = trace
+        files = set(trace.files) | {f.file for f in trace.findings} | set(sources)
+        if trace.exception is not None and trace.exception.file:
+            files.add(trace.exception.file)
+        for path in files:
+            self._files[path] = FileResults(
+                path=path,
+                source=sources.get(path, ()),
+                lines={line.line: line for line in trace.lines_of(path)},
+                findings=tuple(trace.findings_of(path)),
+                exception=trace.exception
+                if trace.exception is not None and trace.exception.file == path
+                else None,
+            )
+        self._views.clear()
+        return sorted(files)
+
+    def clear(self, path: str | None = None) -> list[str]:
+        cleared = list(self._files) if path is None else [path] if path in self._files else []
+        for name in cleared:
+            del self._files[name]
+        self._views.clear()
+        return cleared
+
+    def paths(self) -> list[str]:
+        return list(self._files)
+
+    def get(self, path: str) -> FileResults | None:
+        return self._files.get(path)
+
+    def view(self, path: str, version: int | None, current: Sequence[str]) -> FileView | None:
+        results = self._files.get(path)
+        if results is None:
+            return None
+        key = (path, version, hash(tuple(current)) if version is None else 0)
+        cached = self._views.get(key)
+        if cached is not None:
+            return cached
+        mapping = map_lines(results.source, current) if results.source else {}
+        to_current = {ran + 1: now for ran, now in mapping.items()}
+        lines = {
+            to_current[number]: line
+            for number, line in results.lines.items()
+            if number in to_current
+        }
+        findings = tuple((to_current[f.line], f) for f in results.findings if f.line in to_current)
+        exc = results.exception
+        exception_line = to_current.get(exc.line) if exc is not None and exc.line else None
+        view = FileView(
+            results=results,
+            lines=lines,
+            findings=findings,
+            exception_line=exception_line,
+            to_current=to_current,
+        )
+        if len(self._views) > 256:
+            self._views.clear()
+        self._views[key] = view
+        return view

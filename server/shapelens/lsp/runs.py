@@ -1,0 +1,247 @@
+"""Starting, cancelling and finishing runs for the server (one active run per file)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+
+from shapelens.engine.findings import FindingsConfig
+from shapelens.lsp.publish import publish_file
+from shapelens.runner import RunRequest, UsageError, run_traced
+from shapelens.trace import Trace
+
+if TYPE_CHECKING:
+    from shapelens.lsp.server import ShapeLensServer
+
+MAX_FORWARDED_OUTPUT = 1 << 20  # a 1 GB print must not flood the editor
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunParams:
+    uri: str
+    path: str
+    function: str | None = None
+    args: tuple[str, ...] = ()
+    cwd: str | None = None
+
+
+class InvalidRunParams(ValueError):
+    pass
+
+
+def parse_run_params(raw: Any) -> RunParams:
+    from shapelens.lsp.server import path_of
+
+    if not isinstance(raw, dict) or not isinstance(raw.get("uri"), str):
+        raise InvalidRunParams('expected one argument {"uri": "file:///...", ...}')
+    path = path_of(raw["uri"])
+    if path is None:
+        raise InvalidRunParams(f"not a file URI: {raw['uri']}")
+    function = raw.get("function")
+    args = raw.get("args", [])
+    cwd = raw.get("cwd")
+    if function is not None and not isinstance(function, str):
+        raise InvalidRunParams("function must be a string")
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise InvalidRunParams("args must be a list of strings")
+    if cwd is not None and not isinstance(cwd, str):
+        raise InvalidRunParams("cwd must be a string")
+    return RunParams(uri=raw["uri"], path=path, function=function, args=tuple(args), cwd=cwd)
+
+
+class _ActiveRun:
+    def __init__(self) -> None:
+        self.cancel = threading.Event()
+        self.done = asyncio.Event()
+
+
+class RunManager:
+    def __init__(self, server: ShapeLensServer) -> None:
+        self.server = server
+        self._active: dict[str, _ActiveRun] = {}
+
+    def cancel(self, path: str | None = None) -> int:
+        targets = [r for p, r in self._active.items() if path is None or p == path]
+        for run in targets:
+            run.cancel.set()
+        return len(targets)
+
+    async def run(self, params: RunParams) -> dict[str, Any]:
+        previous = self._active.get(params.path)
+        if previous is not None:  # a second run of the same file replaces the first
+            previous.cancel.set()
+            await previous.done.wait()
+        active = self._active[params.path] = _ActiveRun()
+        try:
+            return await self._run(params, active)
+        finally:
+            active.done.set()
+            if self._active.get(params.path) is active:
+                del self._active[params.path]
+
+    async def _run(self, params: RunParams, active: _ActiveRun) -> dict[str, Any]:
+        server = self.server
+        settings = server.settings
+        name = os.path.basename(params.path)
+        request = RunRequest(
+            target=params.path,
+            args=params.args,
+            cwd=params.cwd or _working_directory(server, params.path),
+            python=settings.interpreter or _default_python(),
+            env={**os.environ, **settings.extra_env},
+            functions=(params.function,) if params.function else (),
+            timeout_s=settings.timeout_s,
+            capture_output=True,
+            findings=FindingsConfig(
+                broadcast=settings.broadcast,
+                mismatch=settings.mismatch,
+                nonfinite=settings.nonfinite,
+                nonfinite_max_elements=settings.nonfinite_max_elements,
+                nonfinite_on_gpu=settings.nonfinite_on_gpu,
+            ),
+        )
+        try:
+            with open(params.path, encoding="utf-8", errors="replace") as source:
+                script_source = tuple(source.read().splitlines(keepends=True))
+        except OSError:
+            return self._fail(f"cannot run {params.path}: no such file")
+        token = await self._begin_progress(name, active)
+        loop = asyncio.get_running_loop()
+        forwarded = [0]
+
+        def on_output(stream: str, text: str) -> None:
+            if forwarded[0] >= MAX_FORWARDED_OUTPUT:
+                return
+            forwarded[0] += len(text)
+            if forwarded[0] >= MAX_FORWARDED_OUTPUT:
+                text += f"\n[shapelens: output beyond {MAX_FORWARDED_OUTPUT} bytes not shown]\n"
+            kind = types.MessageType.Log if stream == "stdout" else types.MessageType.Warning
+            loop.call_soon_threadsafe(
+                server.window_log_message, types.LogMessageParams(type=kind, message=text)
+            )
+
+        try:
+            result = await loop.run_in_executor(
+                None, lambda: run_traced(request, on_output=on_output, cancel=active.cancel)
+            )
+        except UsageError as err:
+            self._end_progress(token, str(err))
+            return self._fail(str(err))
+        trace = result.trace
+        if result.error is not None:
+            self._end_progress(token, result.error)
+            return self._fail(result.error)
+        sources = {params.path: script_source}
+        for path in trace.files:
+            if path not in sources:
+                sources[path] = _read_lines(path)
+        touched = server.results.update(trace, sources)
+        for path in touched:
+            publish_file(server, path)
+        if server.supports_inlay_refresh():
+            server.workspace_inlay_hint_refresh(None)
+        summary = _summary(trace, active.cancel.is_set())
+        self._end_progress(token, f"{summary['status']} in {trace.duration_s:.1f}s")
+        self._announce(name, trace, summary["status"])
+        return summary
+
+    async def _begin_progress(self, name: str, active: _ActiveRun) -> str | None:
+        server = self.server
+        if not server.supports_progress():
+            return None
+        token = f"shapelens-run-{uuid.uuid4()}"
+        try:
+            await server.work_done_progress.create_async(token)
+        except Exception:
+            return None
+        server.work_done_progress.begin(
+            token,
+            types.WorkDoneProgressBegin(
+                title="ShapeLens", message=f"running {name}", cancellable=True
+            ),
+        )
+        # The client's cancel resolves this future: stop the run, keep what it collected.
+        future = server.work_done_progress.tokens.get(token)
+        if future is not None:
+            future.add_done_callback(lambda _: active.cancel.set())
+        return token
+
+    def _end_progress(self, token: str | None, message: str) -> None:
+        if token is None:
+            return
+        self.server.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
+        self.server.work_done_progress.tokens.pop(token, None)
+
+    def _fail(self, message: str) -> dict[str, Any]:
+        self.server.window_show_message(
+            types.ShowMessageParams(type=types.MessageType.Error, message=f"ShapeLens: {message}")
+        )
+        return {"status": "error", "message": message}
+
+    def _announce(self, name: str, trace: Trace, status: str) -> None:
+        exc = trace.exception
+        where = f" at line {exc.line}" if exc is not None and exc.line else ""
+        if status == "ok" or (status == "exit" and trace.exit_code == 0):
+            return
+        if status == "cancelled":
+            text, kind = f"run of {name} cancelled; partial results shown", types.MessageType.Info
+        elif status == "timeout":
+            text = f"{name} stopped by the time limit; partial results shown"
+            kind = types.MessageType.Warning
+        elif status == "crashed":
+            text = f"{name} crashed ({trace.detail}){where}; partial results shown"
+            kind = types.MessageType.Error
+        elif status == "exception" and exc is not None:
+            first = exc.message.strip().splitlines()[0] if exc.message.strip() else ""
+            text = f"{name}: {exc.type}{where}: {first}"
+            kind = types.MessageType.Error
+        else:
+            text = f"{name} exited with status {trace.exit_code}" + (
+                f" ({trace.detail})" if trace.detail else ""
+            )
+            kind = types.MessageType.Warning
+        self.server.window_show_message(
+            types.ShowMessageParams(type=kind, message=f"ShapeLens: {text}")
+        )
+
+
+def _summary(trace: Trace, cancelled: bool) -> dict[str, Any]:
+    status = "cancelled" if cancelled and trace.status == "timeout" else trace.status
+    return {
+        "status": status,
+        "exitCode": trace.exit_code,
+        "lines": len(trace.lines),
+        "findings": len(trace.findings),
+        "durationS": round(trace.duration_s, 3),
+    }
+
+
+def _read_lines(path: str) -> tuple[str, ...]:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as source:
+            return tuple(source.read().splitlines(keepends=True))
+    except OSError:
+        return ()
+
+
+def _working_directory(server: ShapeLensServer, path: str) -> str:
+    """The workspace folder holding the file (as VS Code's own Run does), else its folder."""
+    for folder in server.workspace.folders.values():
+        from shapelens.lsp.server import path_of
+
+        root = path_of(folder.uri)
+        if root and path.startswith(os.path.join(root, "")):
+            return root
+    return os.path.dirname(path)
+
+
+def _default_python() -> str:
+    import sys
+
+    return sys.executable

@@ -1,0 +1,24 @@
+"""Markdown details of a traced variable (hover and inlay-hint tooltips)."""
+
+from __future__ import annotations
+
+from shapelens.present.labels import shape_label
+from shapelens.trace import TracedVar
+
+
+def var_table(var: TracedVar, *, born: str | None = None) -> str:
+    rows = [
+        ("shape", shape_label(var.shape)),
+        ("dtype", var.dtype or "—"),
+        ("device", var.device or "—"),
+        ("requires_grad", "—" if var.requires_grad is None else str(var.requires_grad)),
+    ]
+    if var.grad_fn:
+        rows.append(("grad_fn", var.grad_fn))
+    rows.append(("hits", str(var.hits)))
+    if var.shape_varies:
+        rows.append(("shapes seen", ", ".join(shape_label(s) for s in var.shapes)))
+    if born:
+        rows.append(("born", born))
+    body = "\n".join(f"| {key} | `{value}` |" for key, value in rows)
+    return f"**{var.name}** · `{var.type}`\n\n| | |\n|---|---|\n{body}"
