@@ -106,6 +106,7 @@ class LspSession:
         self.root = root
         self.trace_updates: list[dict[str, Any]] = []
         self.refreshes = 0
+        self.initialize_result: types.InitializeResult | None = None
 
     def write(self, name: str, source: str) -> tuple[Path, str]:
         path = self.root / name
@@ -156,7 +157,7 @@ def lsp_fixture(client_name: str):  # type: ignore[no-untyped-def]
         def on_refresh(params: Any) -> None:
             session.refreshes += 1
 
-        await lsp_client.initialize_session(
+        session.initialize_result = await lsp_client.initialize_session(
             types.InitializeParams(
                 capabilities=client_capabilities(client_name),
                 root_uri=tmp_path.as_uri(),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from lsprotocol import types
 
 from shapelens.lsp.features.lookup import binding_near
-from shapelens.lsp.features.text import line_text
+from shapelens.lsp.features.text import end_of_line, line_text
 from shapelens.lsp.server import ShapeLensServer
 from shapelens.present.markdown import var_table
 
@@ -22,6 +22,8 @@ def register(server: ShapeLensServer) -> None:
         if view is None:
             return None
         line = params.position.line
+        if params.position.character > end_of_line(document, line).character:
+            return None  # past the end of the line: an empty answer, not a guess
         try:
             word = document.word_at_position(params.position)
         except (IndexError, ValueError):

@@ -1,0 +1,154 @@
+"""Language server protocol surface: capabilities, code lens, settings, bad requests, and
+that code runs only on a command (numpy only: runs on every interpreter)."""
+
+from __future__ import annotations
+
+from lsprotocol import types
+
+from conftest import LspSession, line_of
+
+SCRIPT = """
+import numpy as np
+from torch import nn
+
+def helper(a):
+    doubled = a * 2
+    return doubled
+
+class Block(nn.Module):
+    def forward(self, x):
+        return x
+
+if __name__ == "__main__":
+    out = helper(np.ones((2, 3)))
+"""
+
+
+async def test_capabilities(lsp: LspSession) -> None:
+    assert lsp.initialize_result is not None
+    result = lsp.initialize_result.capabilities
+    assert result.text_document_sync is not None
+    assert result.inlay_hint_provider
+    assert result.hover_provider
+    assert result.code_lens_provider is not None
+    assert result.execute_command_provider is not None
+    commands = set(result.execute_command_provider.commands)
+    assert {"shapelens.run", "shapelens.runFunction", "shapelens.cancel", "shapelens.clear"} <= commands
+
+
+async def test_code_lens(lsp: LspSession) -> None:
+    path, _ = lsp.write("main.py", SCRIPT)
+    uri = lsp.open(path)
+    lenses = await lsp.client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+    found = {
+        (lens.range.start.line, lens.command.command, lens.command.arguments[0].get("function"))  # type: ignore[union-attr,index]
+        for lens in lenses or []
+    }
+    assert found == {
+        (line_of(path, "def helper") - 1, "shapelens.runFunction", "helper"),
+        (line_of(path, "def forward") - 1, "shapelens.runFunction", "Block.forward"),
+        (line_of(path, "if __name__") - 1, "shapelens.run", None),
+    }
+    assert all(lens.command.title == "▶ Run with ShapeLens" for lens in lenses or [])  # type: ignore[union-attr]
+
+
+async def test_run_function_from_a_code_lens(lsp: LspSession) -> None:
+    path, _ = lsp.write("main.py", SCRIPT.replace("from torch import nn\n", "").replace("(nn.Module)", ""))
+    uri = lsp.open(path)
+    result = await lsp.client.workspace_execute_command_async(
+        types.ExecuteCommandParams(
+            command="shapelens.runFunction", arguments=[{"uri": uri, "function": "helper"}]
+        )
+    )
+    assert result["status"] == "ok"
+    hints = await lsp.hints(uri)
+    assert hints == {
+        line_of(path, "def helper") - 1: "a (2,3) f64 cpu",
+        line_of(path, "doubled =") - 1: "doubled (2,3) f64 cpu",
+        line_of(path, "return doubled") - 1: "<return> (2,3) f64 cpu",
+    }
+
+
+async def test_code_runs_only_on_a_command(lsp: LspSession) -> None:
+    marker = lsp.root / "ran.txt"
+    path, _ = lsp.write("main.py", f"open({str(marker)!r}, 'w').write('ran')\n")
+    uri = lsp.open(path)
+    lsp.client.text_document_did_save(
+        types.DidSaveTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+    )
+    await lsp.client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(0, 1)
+        )
+    )
+    await lsp.hints(uri)
+    assert not marker.exists()
+    await lsp.run(uri)
+    assert marker.read_text() == "ran"
+
+
+async def test_bad_requests_get_empty_answers(lsp: LspSession) -> None:
+    unknown = (lsp.root / "never-opened.py").as_uri()
+    assert await lsp.hints(unknown) == {}
+    assert (
+        await lsp.client.text_document_hover_async(
+            types.HoverParams(
+                text_document=types.TextDocumentIdentifier(uri=unknown),
+                position=types.Position(3, 3),
+            )
+        )
+        is None
+    )
+    path, _ = lsp.write("main.py", "import numpy as np\nx = np.ones(2)\n")
+    uri = lsp.open(path)
+    await lsp.run(uri)
+    for position in (types.Position(99, 0), types.Position(1, 500)):
+        hover = await lsp.client.text_document_hover_async(
+            types.HoverParams(text_document=types.TextDocumentIdentifier(uri=uri), position=position)
+        )
+        assert hover is None
+    lenses = await lsp.client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=unknown))
+    )
+    assert not lenses
+
+
+async def test_bad_run_arguments_give_a_clear_message(lsp: LspSession) -> None:
+    missing = await lsp.run((lsp.root / "missing.py").as_uri())
+    assert missing["status"] == "error" and "no such file" in missing["message"]
+    bad = await lsp.client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="shapelens.run", arguments=["not an object"])
+    )
+    assert bad["status"] == "error"
+    path, _ = lsp.write("broken.py", "x = (\n")
+    broken = await lsp.run(lsp.open(path))
+    assert broken["status"] == "error" and "syntax error" in broken["message"]
+    messages = [m.message for m in lsp.client.messages]
+    assert any("no such file" in m for m in messages)
+    assert any("syntax error in" in m for m in messages)
+
+
+async def test_settings_apply_and_invalid_ones_are_reported(lsp: LspSession) -> None:
+    lsp.client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(
+            settings={"shapelens": {"timeout": -3, "maxHintLength": 12, "findings": {"broadcast": False}}}
+        )
+    )
+    path, _ = lsp.write("main.py", "import numpy as np\nlong_name = np.ones(4)\nd = long_name - np.ones((4, 1))\n")
+    uri = lsp.open(path)
+    await lsp.run(uri)
+    hints = await lsp.hints(uri)
+    assert hints[1] == "long_name (…"[:0] + hints[1] and len(hints[1]) == 12 and hints[1].endswith("…")
+    assert not [d for d in lsp.client.diagnostics.get(uri, []) if d.code == "broadcast"]
+    assert any("shapelens.timeout: invalid value -3" in m.message for m in lsp.client.messages)
+
+
+async def test_neovim_client(lsp_neovim: LspSession) -> None:
+    path, _ = lsp_neovim.write("main.py", "import numpy as np\ngrid = np.zeros((3, 3))\n")
+    uri = lsp_neovim.open(path)
+    result = await lsp_neovim.run(uri)
+    assert result["status"] == "ok"
+    assert await lsp_neovim.hints(uri) == {1: "grid (3,3) f64 cpu"}
+    assert lsp_neovim.refreshes >= 1  # neovim supports workspace/inlayHint/refresh
