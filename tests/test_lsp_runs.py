@@ -1,0 +1,140 @@
+"""Runs through the language server: origins, progress and cancel, crashes, other files."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+
+import pytest
+from lsprotocol import types
+
+from conftest import EXAMPLES, TRACE_UPDATED, LspSession, line_of
+
+LOOP = """
+import numpy as np
+step = 0
+while True:
+    grad = np.full((2, 2), step)
+    step += 1
+    if step == 1000:
+        print("looping", flush=True)
+"""
+
+
+async def test_example_1_related_information(lsp: LspSession) -> None:
+    pytest.importorskip("torch")
+    script = lsp.root / "seed_device_mask.py"
+    shutil.copy(EXAMPLES / "seed_device_mask.py", script)
+    uri = lsp.open(script)
+    result = await lsp.run(uri)
+    assert result["status"] == "exception" and result["exitCode"] == 1
+    diagnostics = {d.code: d for d in lsp.client.diagnostics[uri]}
+    failing = line_of(script, "y.masked_scatter_") - 1
+    exception = diagnostics["exception"]
+    assert exception.range.start.line == failing
+    assert exception.message.startswith("RuntimeError: Mask must be bool or uint8")
+    assert "mask (6,) i64 meta" in exception.message  # the tensors the line names
+    dtype = diagnostics["dtype_mismatch"]
+    assert dtype.severity == types.DiagnosticSeverity.Error
+    related = dtype.related_information or []
+    assert related[0].location.uri == uri
+    assert related[0].location.range.start.line == line_of(script, "mask = torch.tensor") - 1
+    device = diagnostics["device_mismatch"]
+    assert (device.related_information or [])[0].location.range.start.line == (
+        line_of(script, "y = torch.zeros(6)") - 1
+    )
+    assert any("RuntimeError at line" in m.message for m in lsp.client.messages)
+
+
+async def test_progress_and_cancel_keep_partial_results(lsp: LspSession) -> None:
+    path, uri = lsp.write("loop.py", LOOP)
+    lsp.open(path)
+    began = lsp.client.protocol.wait_for_notification_async(types.PROGRESS)
+    looping = lsp.client.protocol.wait_for_notification_async(types.WINDOW_LOG_MESSAGE)
+    run = asyncio.ensure_future(lsp.run(uri))
+    progress = await began
+    token = progress.token
+    assert "looping" in (await looping).message  # the script's output is forwarded live
+    first = lsp.client.progress_reports[token][0]
+    assert isinstance(first, types.WorkDoneProgressBegin) and first.cancellable
+    lsp.client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
+    result = await asyncio.wait_for(run, 30)
+    assert result["status"] == "cancelled"
+    assert isinstance(lsp.client.progress_reports[token][-1], types.WorkDoneProgressEnd)
+    hints = await lsp.hints(uri)
+    assert hints[line_of(path, "grad =") - 1].startswith("grad (2,2) i64 cpu ×")
+    # the server is healthy: a new run works
+    path2, uri2 = lsp.write("ok.py", "import numpy as np\nv = np.ones(3)\n")
+    lsp.open(path2)
+    assert (await lsp.run(uri2))["status"] == "ok"
+
+
+async def test_cancel_command_and_second_run_replaces_first(lsp: LspSession) -> None:
+    path, uri = lsp.write("loop.py", LOOP)
+    lsp.open(path)
+    began = lsp.client.protocol.wait_for_notification_async(types.PROGRESS)
+    first = asyncio.ensure_future(lsp.run(uri))
+    await began
+    began_again = lsp.client.protocol.wait_for_notification_async(types.PROGRESS)
+    second = asyncio.ensure_future(lsp.run(uri))
+    assert (await asyncio.wait_for(first, 30))["status"] == "cancelled"
+    await began_again
+    cancelled = await lsp.client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="shapelens.cancel", arguments=[{"uri": uri}])
+    )
+    assert cancelled == {"cancelled": 1}
+    assert (await asyncio.wait_for(second, 30))["status"] == "cancelled"
+
+
+@pytest.mark.parametrize(
+    ("ending", "status", "message"),
+    [
+        # a program that ran a while (past a background flush), then died natively
+        (
+            "import time, ctypes; time.sleep(0.6); ctypes.string_at(0)",
+            "crashed",
+            "crashed (killed by SIGSEGV) at line 3",
+        ),
+        ("import os; os._exit(4)", "exit", "exited with status 4"),
+        ("import sys; sys.stdout.write('x' * 50_000_000)", "ok", None),
+    ],
+)
+async def test_user_code_cannot_hurt_the_server(
+    lsp: LspSession, ending: str, status: str, message: str | None
+) -> None:
+    path, uri = lsp.write("bad.py", f"import numpy as np\nkept = np.ones(2)\n{ending}\n")
+    lsp.open(path)
+    result = await lsp.run(uri)
+    assert result["status"] == status
+    if message is not None:
+        assert any(message in m.message for m in lsp.client.messages), lsp.client.messages
+    assert (await lsp.hints(uri))[1] == "kept (2,) f64 cpu"
+    forwarded = sum(len(m.message) for m in lsp.client.log_messages)
+    assert forwarded < 2 * (1 << 20)  # a huge print is capped, not streamed into the editor
+
+
+async def test_results_for_imported_files_and_reopen(lsp: LspSession) -> None:
+    helper, helper_uri = lsp.write(
+        "helper.py",
+        "import numpy as np\ndef make():\n    made = np.zeros((5, 1))\n    return made\n",
+    )
+    main, main_uri = lsp.write("main.py", "import helper\nresult = helper.make()\n")
+    lsp.open(main)
+    await lsp.run(main_uri)
+    updated = lsp.client.protocol.wait_for_notification_async(TRACE_UPDATED)
+    lsp.open(helper)
+    update = await updated
+    assert update.uri == helper_uri
+    assert (await lsp.hints(helper_uri))[2] == "made (5,1) f64 cpu"
+    # closing and reopening keeps the last results
+    lsp.client.text_document_did_close(
+        types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=main_uri))
+    )
+    lsp.open(main, version=2)
+    assert (await lsp.hints(main_uri))[1] == "result (5,1) f64 cpu"
+    cleared = await lsp.client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="shapelens.clear", arguments=[])
+    )
+    assert cleared == {"cleared": 2}
+    assert await lsp.hints(main_uri) == {}
+    assert not lsp.client.diagnostics[main_uri]
