@@ -70,6 +70,13 @@ async def test_run_function_from_a_code_lens(lsp: LspSession) -> None:
         )
     )
     assert result["status"] == "ok"
+    hover = await lsp.client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line_of(path, "def helper") - 1, 1),  # on `def`
+        )
+    )
+    assert hover is not None and "**a**" in hover.contents.value  # type: ignore[union-attr]
     hints = await lsp.hints(uri)
     assert hints == {
         line_of(path, "def helper") - 1: "a (2,3) f64 cpu",
@@ -165,3 +172,22 @@ async def test_neovim_client(lsp_neovim: LspSession) -> None:
     assert result["status"] == "ok"
     assert await lsp_neovim.hints(uri) == {1: "grid (3,3) f64 cpu"}
     assert lsp_neovim.refreshes >= 1  # neovim supports workspace/inlayHint/refresh
+
+
+async def test_interpreter_and_environment_settings(lsp: LspSession) -> None:
+    path, _ = lsp.write(
+        "env.py", "import os\nprint(os.environ['SHAPELENS_TEST_VALUE'], flush=True)\n"
+    )
+    uri = lsp.open(path)
+    lsp.client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(
+            settings={"shapelens": {"extraEnv": {"SHAPELENS_TEST_VALUE": "from-settings"}}}
+        )
+    )
+    assert (await lsp.run(uri))["status"] == "ok"
+    assert any("from-settings" in m.message for m in lsp.client.log_messages)
+    lsp.client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"shapelens": {"interpreter": "/no/python"}})
+    )
+    result = await lsp.run(uri)
+    assert result == {"status": "error", "message": "Python interpreter not found: /no/python"}
