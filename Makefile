@@ -40,7 +40,7 @@ pytest-other-pythons:
 	@set -e; for interpreter in $(EXTRA_PYTHONS); do \
 	  version=$$($$interpreter -c 'import sys; print("%d%d" % sys.version_info[:2])'); \
 	  venv=.venv$$version; \
-	  if [ ! -f $$venv/.installed ]; then \
+	  if [ ! $$venv/.installed -nt pyproject.toml ]; then \
 	    $$interpreter -m venv $$venv && $$venv/bin/python -m pip install -q -e ".[test]" && touch $$venv/.installed; \
 	  fi; \
 	  echo "== tests under $$($$venv/bin/python --version)"; \
@@ -50,6 +50,7 @@ pytest-other-pythons:
 bench: install
 	bench/setup_anchors.sh
 	$(PY) bench/run_bench.py
+	$(PY) bench/lsp_latency.py --out bench/results/latest.md
 
 clean:
 	rm -rf $(VENV) .venv3* .venv-anchors .pytest_cache .mypy_cache .ruff_cache

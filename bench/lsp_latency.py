@@ -1,0 +1,92 @@
+"""Latency from `shapelens.run` to inlay hints, through the real language server over stdio.
+
+Each run starts a fresh child (cold: the interpreter starts and imports torch or numpy),
+so this is the latency a user sees on every "Run with ShapeLens" today. Median of N.
+Usage: python bench/lsp_latency.py [--repeat N] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+
+SCRIPTS = {
+    "numpy script": "import numpy as np\na = np.ones((4, 2))\nb = a * 2\n",
+    "torch script": "import torch\nx = torch.ones(4, 2)\ny = x @ x.T\n",
+}
+
+
+async def measure(source: str, folder: Path, repeat: int) -> list[float]:
+    client = LanguageClient("shapelens-bench", "1")
+    for method in (types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, "shapelens/traceUpdated"):
+        client.feature(method)(lambda *_: None)  # received, not needed here
+    await client.start_io(sys.executable, "-m", "shapelens", "lsp")
+    await client.initialize_async(
+        types.InitializeParams(capabilities=types.ClientCapabilities(), root_uri=folder.as_uri())
+    )
+    client.initialized(types.InitializedParams())
+    script = folder / "tiny.py"
+    script.write_text(source)
+    uri = script.as_uri()
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(
+                uri=uri, language_id="python", version=1, text=source
+            )
+        )
+    )
+    timings = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        await client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="shapelens.run", arguments=[{"uri": uri}])
+        )
+        hints = await client.text_document_inlay_hint_async(
+            types.InlayHintParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                range=types.Range(types.Position(0, 0), types.Position(10, 0)),
+            )
+        )
+        timings.append(time.perf_counter() - start)
+        assert hints, "the run produced no hints"
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+    return timings
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", type=Path)
+    options = parser.parse_args()
+    rows = ["| script | run → hints (median, s) |", "|---|---:|"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, source in SCRIPTS.items():
+            timings = asyncio.run(measure(source, Path(tmp), options.repeat))
+            rows.append(f"| {name} | {statistics.median(timings):.2f} |")
+    table = "\n".join(
+        [
+            "Language server latency: `shapelens.run` until inlay hints arrive, cold child per "
+            f"run, median of {options.repeat}.",
+            "",
+            *rows,
+        ]
+    )
+    print(table)
+    if options.out:
+        with options.out.open("a") as out:
+            out.write("\n" + table + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
