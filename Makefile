@@ -10,7 +10,7 @@ PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $$HOME/.pyenv)
 EXTRA_PYTHONS ?= $(wildcard $(PYENV_ROOT)/versions/3.12.1/bin/python $(PYENV_ROOT)/versions/3.13.0/bin/python)
 TORCH_PIN := torch==2.13.0
 
-.PHONY: install run test lint typecheck pytest pytest-other-pythons bench clean
+.PHONY: install run test lint typecheck pytest pytest-other-pythons bench clean extension extension-unit bundle-python vsix
 
 install: $(VENV)/.installed
 
@@ -54,3 +54,28 @@ bench: install
 
 clean:
 	rm -rf $(VENV) .venv3* .venv-anchors .pytest_cache .mypy_cache .ruff_cache
+
+# -- VS Code extension ---------------------------------------------------------------------
+BUNDLED_LIBS := vscode-extension/bundled/libs
+PY_BUNDLE_PINS := pygls==2.1.1 lsprotocol==2025.0.0 cattrs==26.2.1 attrs==26.1.0 typing_extensions==4.16.0
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+extension: node_modules/.installed
+	npm run --silent compile
+
+extension-unit: node_modules/.installed
+	npm run --silent test:unit
+
+# The server's Python libraries and the shapelens package, bundled so the user's
+# interpreter needs nothing but torch (git-ignored; rebuilt on every vsix).
+bundle-python: install
+	rm -rf $(BUNDLED_LIBS)
+	$(PY) -m pip install -q --no-deps --target $(BUNDLED_LIBS) $(PY_BUNDLE_PINS)
+	cp -r server/shapelens $(BUNDLED_LIBS)/shapelens
+	find $(BUNDLED_LIBS) -name __pycache__ -prune -exec rm -rf {} +
+
+vsix: extension bundle-python
+	npm run --silent package

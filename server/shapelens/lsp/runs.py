@@ -29,6 +29,8 @@ class RunParams:
     function: str | None = None
     args: tuple[str, ...] = ()
     cwd: str | None = None
+    progress: bool = True
+    """False when the client shows its own progress (the VS Code extension does)."""
 
 
 class InvalidRunParams(ValueError):
@@ -52,7 +54,12 @@ def parse_run_params(raw: Any) -> RunParams:
         raise InvalidRunParams("args must be a list of strings")
     if cwd is not None and not isinstance(cwd, str):
         raise InvalidRunParams("cwd must be a string")
-    return RunParams(uri=raw["uri"], path=path, function=function, args=tuple(args), cwd=cwd)
+    progress = raw.get("progress", True)
+    if not isinstance(progress, bool):
+        raise InvalidRunParams("progress must be true or false")
+    return RunParams(
+        uri=raw["uri"], path=path, function=function, args=tuple(args), cwd=cwd, progress=progress
+    )
 
 
 class _ActiveRun:
@@ -111,7 +118,7 @@ class RunManager:
                 script_source = tuple(source.read().splitlines(keepends=True))
         except OSError:
             return self._fail(f"cannot run {params.path}: no such file")
-        token = await self._begin_progress(name, active)
+        token = await self._begin_progress(name, active) if params.progress else None
         loop = asyncio.get_running_loop()
         forwarded = [0]
 

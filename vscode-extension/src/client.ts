@@ -1,0 +1,98 @@
+// The language client: starts `shapelens lsp` (bundled libraries, user's interpreter).
+import * as vscode from "vscode";
+import {
+  DidChangeConfigurationNotification,
+  ExecuteCommandRequest,
+  LanguageClient,
+  LanguageClientOptions,
+  ServerOptions,
+} from "vscode-languageclient/node";
+import { DecorationController } from "./decorations";
+import { TraceUpdate } from "./hints";
+import { Settings, serverSettings } from "./settings";
+
+export const TRACE_UPDATED = "shapelens/traceUpdated";
+
+export interface ClientConfig {
+  settings: Settings;
+  interpreter: string;
+}
+
+export class ShapeLensClient implements vscode.Disposable {
+  private client: LanguageClient | undefined;
+
+  constructor(
+    private readonly launcher: string,
+    private readonly output: vscode.LogOutputChannel,
+    private readonly decorations: DecorationController,
+    private readonly config: () => ClientConfig,
+  ) {}
+
+  async start(): Promise<void> {
+    const { settings, interpreter } = this.config();
+    const serverOptions: ServerOptions = { command: interpreter, args: [this.launcher] };
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: [{ scheme: "file", language: "python" }],
+      outputChannel: this.output,
+      initializationOptions: serverSettings(settings, interpreter),
+      middleware: {
+        // In decorations mode the same hints are drawn as decorations: don't show them twice.
+        provideInlayHints: (document, range, token, next) =>
+          this.config().settings.displayMode === "inlayHints" ? next(document, range, token) : [],
+        // Route the server's code lenses through our commands, which show progress with Cancel.
+        provideCodeLenses: async (document, token, next) => {
+          const lenses = (await next(document, token)) ?? [];
+          for (const lens of lenses) {
+            const argument = lens.command?.arguments?.[0] as { function?: string } | undefined;
+            if (lens.command?.command === "shapelens.run") {
+              lens.command = { ...lens.command, command: "shapelens.runFile", arguments: [document.uri] };
+            } else if (lens.command?.command === "shapelens.runFunction" && argument?.function) {
+              lens.command = {
+                ...lens.command,
+                command: "shapelens.runFunctionAt",
+                arguments: [document.uri, argument.function],
+              };
+            }
+          }
+          return lenses;
+        },
+      },
+    };
+    const client = new LanguageClient("shapelens", "ShapeLens", serverOptions, clientOptions);
+    client.onNotification(TRACE_UPDATED, (update: TraceUpdate) => this.decorations.apply(update));
+    this.client = client;
+    await client.start();
+  }
+
+  async restart(): Promise<void> {
+    await this.stop();
+    this.decorations.clear();
+    await this.start();
+  }
+
+  async stop(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    if (client) {
+      await client.stop();
+    }
+  }
+
+  async executeCommand(command: string, argument: unknown): Promise<unknown> {
+    if (!this.client) {
+      throw new Error("the ShapeLens language server is not running");
+    }
+    return this.client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [argument] });
+  }
+
+  notifySettings(): void {
+    const { settings, interpreter } = this.config();
+    void this.client?.sendNotification(DidChangeConfigurationNotification.type, {
+      settings: serverSettings(settings, interpreter),
+    });
+  }
+
+  dispose(): void {
+    void this.stop();
+  }
+}

@@ -1,0 +1,118 @@
+// End-of-line decorations (error-lens style) drawn from `shapelens/traceUpdated`.
+import * as vscode from "vscode";
+import { applyEdits, buildHints, Hint, HintTone, LineEdit, TraceUpdate } from "./hints";
+
+const COLORS: Record<HintTone, string> = {
+  hint: "shapelens.hintForeground",
+  warning: "shapelens.warningForeground",
+  error: "shapelens.errorForeground",
+};
+
+export class DecorationController implements vscode.Disposable {
+  private types = new Map<HintTone, vscode.TextEditorDecorationType>();
+  private hints = new Map<string, Hint[]>(); // by document URI
+  private enabled = true;
+  private maxLength = 80;
+  private readonly subscriptions: vscode.Disposable[] = [];
+
+  constructor() {
+    this.createTypes();
+    this.subscriptions.push(
+      vscode.window.onDidChangeVisibleTextEditors(() => this.renderAll()),
+      vscode.workspace.onDidChangeTextDocument((event) => this.onEdit(event)),
+    );
+  }
+
+  /** Decoration types are created once per configuration, not per update. */
+  configure(enabled: boolean, maxLength: number): void {
+    this.enabled = enabled;
+    this.maxLength = maxLength;
+    this.renderAll();
+  }
+
+  apply(update: TraceUpdate): void {
+    const document = vscode.workspace.textDocuments.find((d) => d.uri.toString() === update.uri);
+    if (document && update.version !== null && document.version !== update.version) {
+      return; // stale: the server will send the update for the current version
+    }
+    this.hints.set(update.uri, buildHints(update.lines, this.maxLength));
+    this.render(update.uri);
+  }
+
+  clear(): void {
+    this.hints.clear();
+    this.renderAll();
+  }
+
+  hintsFor(uri: string): readonly Hint[] {
+    return this.hints.get(uri) ?? [];
+  }
+
+  private onEdit(event: vscode.TextDocumentChangeEvent): void {
+    const uri = event.document.uri.toString();
+    const current = this.hints.get(uri);
+    if (!current || event.contentChanges.length === 0) {
+      return;
+    }
+    const edits: LineEdit[] = event.contentChanges.map((change) => ({
+      startLine: change.range.start.line,
+      endLine: change.range.end.line,
+      insertedLines: (change.text.match(/\n/g) ?? []).length,
+    }));
+    this.hints.set(uri, applyEdits(current, edits));
+    this.render(uri);
+  }
+
+  private renderAll(): void {
+    const uris = new Set(vscode.window.visibleTextEditors.map((e) => e.document.uri.toString()));
+    for (const uri of uris) {
+      this.render(uri);
+    }
+  }
+
+  private render(uri: string): void {
+    const hints = this.enabled ? (this.hints.get(uri) ?? []) : [];
+    for (const editor of vscode.window.visibleTextEditors) {
+      if (editor.document.uri.toString() !== uri) {
+        continue;
+      }
+      for (const [tone, type] of this.types) {
+        const options = hints
+          .filter((hint) => hint.tone === tone && hint.line < editor.document.lineCount)
+          .map((hint) => {
+            const end = editor.document.lineAt(hint.line).range.end;
+            return {
+              range: new vscode.Range(end, end),
+              renderOptions: { after: { contentText: hint.text } },
+            };
+          });
+        editor.setDecorations(type, options);
+      }
+    }
+  }
+
+  private createTypes(): void {
+    for (const tone of Object.keys(COLORS) as HintTone[]) {
+      this.types.set(
+        tone,
+        vscode.window.createTextEditorDecorationType({
+          after: {
+            color: new vscode.ThemeColor(COLORS[tone]),
+            margin: "0 0 0 3ch",
+            fontStyle: "italic",
+          },
+          rangeBehavior: vscode.DecorationRangeBehavior.ClosedClosed,
+        }),
+      );
+    }
+  }
+
+  dispose(): void {
+    for (const type of this.types.values()) {
+      type.dispose();
+    }
+    for (const subscription of this.subscriptions) {
+      subscription.dispose();
+    }
+  }
+}

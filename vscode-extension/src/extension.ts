@@ -1,0 +1,73 @@
+// Wiring only: each concern lives in its own module.
+import * as vscode from "vscode";
+import { ShapeLensClient } from "./client";
+import { registerCommands } from "./commands";
+import { DecorationController } from "./decorations";
+import { resolveInterpreter } from "./python";
+import { readSettings, Settings } from "./settings";
+import { RunStatusBar } from "./statusBar";
+
+let client: ShapeLensClient | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const output = vscode.window.createOutputChannel("ShapeLens", { log: true });
+  const load = (): Settings => {
+    const section = vscode.workspace.getConfiguration("shapelens");
+    const { settings, problems } = readSettings((key) => {
+      const inspected = section.inspect(key);
+      return inspected?.workspaceFolderValue ?? inspected?.workspaceValue ?? inspected?.globalValue;
+    });
+    if (problems.length) {
+      void vscode.window.showWarningMessage(`ShapeLens settings: ${problems.join("; ")}`);
+    }
+    return settings;
+  };
+  let settings = load();
+  let interpreter = await resolveInterpreter(settings.interpreter, vscode.window.activeTextEditor?.document.uri);
+  output.info(`interpreter: ${interpreter.path} (from ${interpreter.source})`);
+
+  const decorations = new DecorationController();
+  decorations.configure(settings.displayMode === "decorations", settings.maxHintLength);
+  const status = new RunStatusBar();
+  client = new ShapeLensClient(
+    context.asAbsolutePath("vscode-extension/python/launch_server.py"),
+    output,
+    decorations,
+    () => ({ settings, interpreter: interpreter.path }),
+  );
+  context.subscriptions.push(
+    output,
+    decorations,
+    status,
+    client,
+    ...registerCommands({ client, decorations, status, output, settings: () => settings }),
+    vscode.workspace.onDidChangeConfiguration(async (event) => {
+      if (!event.affectsConfiguration("shapelens")) {
+        return;
+      }
+      const previous = interpreter.path;
+      settings = load();
+      interpreter = await resolveInterpreter(settings.interpreter, vscode.window.activeTextEditor?.document.uri);
+      decorations.configure(settings.displayMode === "decorations", settings.maxHintLength);
+      if (interpreter.path !== previous) {
+        output.info(`interpreter changed to ${interpreter.path}: restarting the server`);
+        await client?.restart();
+      } else {
+        client?.notifySettings();
+      }
+    }),
+  );
+  try {
+    await client.start();
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    output.error(`cannot start the language server with ${interpreter.path}: ${message}`);
+    void vscode.window.showErrorMessage(
+      `ShapeLens could not start with ${interpreter.path}. Set "shapelens.interpreter" to a Python 3.11+.`,
+    );
+  }
+}
+
+export async function deactivate(): Promise<void> {
+  await client?.stop();
+}

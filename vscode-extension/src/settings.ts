@@ -1,0 +1,75 @@
+// Typed extension settings (`shapelens.*`); invalid values fall back to defaults with a note.
+
+export type DisplayMode = "decorations" | "inlayHints";
+
+export interface Settings {
+  displayMode: DisplayMode;
+  maxHintLength: number;
+  interpreter: string;
+  extraArgs: string[];
+  extraEnv: Record<string, string>;
+  timeout: number | null;
+  findings: { broadcast: boolean; mismatch: boolean; nonfinite: boolean; nonfiniteOnGpu: boolean };
+}
+
+export const DEFAULTS: Settings = {
+  displayMode: "decorations",
+  maxHintLength: 80,
+  interpreter: "",
+  extraArgs: [],
+  extraEnv: {},
+  timeout: null,
+  findings: { broadcast: true, mismatch: true, nonfinite: true, nonfiniteOnGpu: false },
+};
+
+export type Getter = (key: string) => unknown;
+
+export function readSettings(get: Getter): { settings: Settings; problems: string[] } {
+  const problems: string[] = [];
+  const pick = <T>(key: string, fallback: T, valid: (value: unknown) => value is T): T => {
+    const value = get(key);
+    if (value === undefined) {
+      return fallback;
+    }
+    if (valid(value)) {
+      return value;
+    }
+    problems.push(`shapelens.${key}: invalid value ${JSON.stringify(value)}, using the default`);
+    return fallback;
+  };
+  const isBool = (v: unknown): v is boolean => typeof v === "boolean";
+  const settings: Settings = {
+    displayMode: pick("displayMode", DEFAULTS.displayMode, (v): v is DisplayMode => v === "decorations" || v === "inlayHints"),
+    maxHintLength: pick("maxHintLength", DEFAULTS.maxHintLength, (v): v is number => Number.isInteger(v) && (v as number) >= 10),
+    interpreter: pick("interpreter", DEFAULTS.interpreter, (v): v is string => typeof v === "string"),
+    extraArgs: pick("extraArgs", DEFAULTS.extraArgs, (v): v is string[] => Array.isArray(v) && v.every((a) => typeof a === "string")),
+    extraEnv: pick("extraEnv", DEFAULTS.extraEnv, (v): v is Record<string, string> =>
+      typeof v === "object" && v !== null && !Array.isArray(v) && Object.values(v).every((a) => typeof a === "string")),
+    timeout: pick("timeout", DEFAULTS.timeout, (v): v is number | null => v === null || (typeof v === "number" && v > 0)),
+    findings: {
+      broadcast: pick("findings.broadcast", true, isBool),
+      mismatch: pick("findings.mismatch", true, isBool),
+      nonfinite: pick("findings.nonfinite", true, isBool),
+      nonfiniteOnGpu: pick("findings.nonfiniteOnGpu", false, isBool),
+    },
+  };
+  return { settings, problems };
+}
+
+/** What the language server reads (`initializationOptions` / didChangeConfiguration). */
+export function serverSettings(settings: Settings, interpreter: string): { shapelens: Record<string, unknown> } {
+  return {
+    shapelens: {
+      interpreter,
+      extraEnv: settings.extraEnv,
+      timeout: settings.timeout,
+      findings: {
+        broadcast: settings.findings.broadcast,
+        mismatch: settings.findings.mismatch,
+        nonfinite: settings.findings.nonfinite,
+      },
+      nonfiniteOnGpu: settings.findings.nonfiniteOnGpu,
+      maxHintLength: Math.min(settings.maxHintLength, 200),
+    },
+  };
+}

@@ -1,0 +1,44 @@
+// The status-bar item: running / last run time / findings count.
+import * as vscode from "vscode";
+
+export interface RunSummary {
+  status: string;
+  exitCode?: number;
+  lines?: number;
+  findings?: number;
+  durationS?: number;
+  message?: string;
+}
+
+export class RunStatusBar implements vscode.Disposable {
+  private readonly item = vscode.window.createStatusBarItem("shapelens.status", vscode.StatusBarAlignment.Left, 50);
+
+  constructor() {
+    this.item.name = "ShapeLens";
+    this.item.command = "shapelens.showOutput";
+    this.idle();
+  }
+
+  idle(): void {
+    this.item.text = "$(telescope) ShapeLens";
+    this.item.tooltip = "ShapeLens: run a Python file to see its tensors";
+    this.item.show();
+  }
+
+  running(file: string): void {
+    this.item.text = `$(sync~spin) ShapeLens: ${file}`;
+    this.item.tooltip = `Running ${file} under the tracer`;
+  }
+
+  finished(file: string, summary: RunSummary): void {
+    const findings = summary.findings ?? 0;
+    const time = summary.durationS !== undefined ? ` ${summary.durationS.toFixed(1)}s` : "";
+    const icon = summary.status === "ok" ? (findings ? "$(warning)" : "$(check)") : "$(error)";
+    this.item.text = `${icon} ShapeLens:${time} · ${findings} finding${findings === 1 ? "" : "s"}`;
+    this.item.tooltip = `${file}: ${summary.status}${summary.message ? ` (${summary.message})` : ""}`;
+  }
+
+  dispose(): void {
+    this.item.dispose();
+  }
+}
