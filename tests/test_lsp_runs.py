@@ -55,6 +55,8 @@ async def test_progress_and_cancel_keep_partial_results(lsp: LspSession) -> None
     progress = await began
     token = progress.token
     assert "looping" in (await looping).message  # the script's output is forwarded live
+    live = await lsp.client.protocol.wait_for_notification_async(TRACE_UPDATED)
+    assert any(entry.label.startswith("grad (2,2)") for entry in live.lines)  # while running
     first = lsp.client.progress_reports[token][0]
     assert isinstance(first, types.WorkDoneProgressBegin) and first.cancellable
     lsp.client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))

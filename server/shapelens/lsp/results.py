@@ -14,6 +14,8 @@ class FileResults:
     """What one run left for one file, with the text that ran (to follow later edits)."""
 
     path: str
+    owner: str
+    """The script whose run produced these results."""
     source: tuple[str, ...]
     lines: dict[int, TracedLine]  # 1-based line that ran
     findings: tuple[Finding, ...]
@@ -41,15 +43,21 @@ class ResultStore:
         self._views: dict[tuple[str, int | None, int], FileView] = {}
         self.last_trace: Trace | None = None
 
-    def update(self, trace: Trace, sources: dict[str, tuple[str, ...]]) -> list[str]:
-        """Replace the results of every file the run touched; returns those paths."""
+    def update(self, trace: Trace, sources: dict[str, tuple[str, ...]], owner: str) -> list[str]:
+        """Replace what ``owner``'s previous run left with this run's results; returns the
+        paths whose results changed (so stale hints of files the new run no longer reaches
+        are removed, not kept)."""
         self.last_trace = trace
         files = set(trace.files) | {f.file for f in trace.findings} | set(sources)
         if trace.exception is not None and trace.exception.file:
             files.add(trace.exception.file)
+        dropped = [p for p, r in self._files.items() if r.owner == owner and p not in files]
+        for path in dropped:
+            del self._files[path]
         for path in files:
             self._files[path] = FileResults(
                 path=path,
+                owner=owner,
                 source=sources.get(path, ()),
                 lines={line.line: line for line in trace.lines_of(path)},
                 findings=tuple(trace.findings_of(path)),
@@ -58,7 +66,7 @@ class ResultStore:
                 else None,
             )
         self._views.clear()
-        return sorted(files)
+        return sorted(files | set(dropped))
 
     def clear(self, path: str | None = None) -> list[str]:
         cleared = list(self._files) if path is None else [path] if path in self._files else []

@@ -133,9 +133,26 @@ class RunManager:
                 server.window_log_message, types.LogMessageParams(type=kind, message=text)
             )
 
+        sources: dict[str, tuple[str, ...]] = {params.path: script_source}
+
+        def publish(trace: Trace) -> None:
+            for path in trace.files:
+                if path not in sources:
+                    sources[path] = _read_lines(path)
+            for path in server.results.update(trace, sources, owner=params.path):
+                publish_file(server, path)
+            if server.supports_inlay_refresh():
+                server.workspace_inlay_hint_refresh(None)
+
+        def on_snapshot(trace: Trace) -> None:  # hints of a long run appear as it goes
+            loop.call_soon_threadsafe(publish, trace)
+
         try:
             result = await loop.run_in_executor(
-                None, lambda: run_traced(request, on_output=on_output, cancel=active.cancel)
+                None,
+                lambda: run_traced(
+                    request, on_output=on_output, on_snapshot=on_snapshot, cancel=active.cancel
+                ),
             )
         except UsageError as err:
             self._end_progress(token, str(err))
@@ -144,15 +161,7 @@ class RunManager:
         if result.error is not None:
             self._end_progress(token, result.error)
             return self._fail(result.error)
-        sources = {params.path: script_source}
-        for path in trace.files:
-            if path not in sources:
-                sources[path] = _read_lines(path)
-        touched = server.results.update(trace, sources)
-        for path in touched:
-            publish_file(server, path)
-        if server.supports_inlay_refresh():
-            server.workspace_inlay_hint_refresh(None)
+        publish(trace)
         summary = _summary(trace, active.cancel.is_set())
         self._end_progress(token, f"{summary['status']} in {trace.duration_s:.1f}s")
         self._announce(name, trace, summary["status"])

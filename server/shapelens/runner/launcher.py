@@ -62,15 +62,22 @@ class RunResult:
 
 
 OutputCallback = Callable[[str, str], None]
+SnapshotCallback = Callable[[Trace], None]
+SNAPSHOT_INTERVAL_S = 1.0
 
 
 def run_traced(
     request: RunRequest,
     *,
     on_output: OutputCallback | None = None,
+    on_snapshot: SnapshotCallback | None = None,
     cancel: threading.Event | None = None,
 ) -> RunResult:
-    """Run ``request`` in a child process and return its trace. Never raises for user code."""
+    """Run ``request`` in a child process and return its trace. Never raises for user code.
+
+    ``on_snapshot`` receives the results so far (status ``running``) at most once a second
+    while new ones arrive, so an editor can show hints of a long run as it goes.
+    """
     python = _resolve_python(request.python)
     cwd = os.path.abspath(request.cwd)
     if not os.path.isdir(cwd):
@@ -130,9 +137,14 @@ def run_traced(
     os.close(control_read)
     os.close(crash_write)
     pumps = _pump_output(process, on_output) if request.capture_output else []
-    outcome = _Supervisor(
+    supervisor = _Supervisor(
         process, channel_read, control_write, builder, request.timeout_s, cancel
-    ).watch()
+    )
+    if on_snapshot is not None:
+        supervisor.on_snapshot = lambda: on_snapshot(
+            builder.build(duration_s=time.monotonic() - started, returncode=None, outcome="running")
+        )
+    outcome = supervisor.watch()
     for pump in pumps:
         pump.join()
     builder.crash_report(_read_available(crash_read), cwd)
@@ -181,6 +193,8 @@ class _Supervisor:
         self.deadline = None if timeout_s is None else time.monotonic() + timeout_s
         self.cancel = cancel
         self.reader = FrameReader()
+        self.on_snapshot: Callable[[], None] | None = None
+        self._last_snapshot = time.monotonic()
 
     def watch(self) -> str | None:
         """Returns "timeout"/"cancelled" when we stopped the run, else None."""
@@ -191,6 +205,7 @@ class _Supervisor:
                 ready, _, _ = select.select([self.channel], [], [], wait)
                 if ready and not self._read():
                     break
+                self._maybe_snapshot()
                 if stopped is None:
                     if self.cancel is not None and self.cancel.is_set():
                         stopped = "cancelled"
@@ -205,6 +220,14 @@ class _Supervisor:
                 os.close(self.control)
         self.process.wait()
         return stopped
+
+    def _maybe_snapshot(self) -> None:
+        now = time.monotonic()
+        if self.on_snapshot is None or now - self._last_snapshot < SNAPSHOT_INTERVAL_S:
+            return
+        if self.builder.take_changed():
+            self._last_snapshot = now
+            self.on_snapshot()
 
     def _read(self) -> bool:
         try:

@@ -31,6 +31,12 @@ class TraceBuilder:
         self._vars: dict[tuple[str, int], dict[str, list[Any]]] = {}
         self._findings: list[dict[str, Any]] = []
         self.crash: dict[str, Any] | None = None
+        self._changed = False
+
+    def take_changed(self) -> bool:
+        """Whether results arrived since the last call."""
+        changed, self._changed = self._changed, False
+        return changed
 
     def crash_report(self, text: str, root: str) -> None:
         """Locate a fatal signal from faulthandler's dump: the innermost frame under ``root``."""
@@ -51,6 +57,7 @@ class TraceBuilder:
 
     def accept(self, message: dict[str, Any]) -> None:
         kind = message.get("t")
+        self._changed = self._changed or kind in ("lines", "vars", "findings")
         if kind == "lines":
             for file, line, hits in message["entries"]:
                 self._hits[(file, line)] = hits
@@ -71,6 +78,8 @@ class TraceBuilder:
     def _status(
         self, returncode: int | None, outcome: str | None
     ) -> tuple[RunStatus, int, str | None]:
+        if outcome == "running":
+            return "running", 0, "still running"
         if outcome == "timeout":
             return "timeout", TIMEOUT_EXIT_CODE, "stopped by the time limit"
         if outcome == "cancelled":

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-RunStatus = Literal["ok", "exception", "exit", "timeout", "crashed"]
+# "running" only marks live snapshots handed to an editor during a run; never written.
+RunStatus = Literal["ok", "exception", "exit", "timeout", "crashed", "running"]
 Severity = Literal["error", "warning", "info"]
 
 

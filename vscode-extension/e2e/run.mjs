@@ -1,0 +1,356 @@
+#!/usr/bin/env node
+// @ts-check
+// End-to-end test of the ShapeLens extension in a real VS Code (code-server + headless chromium).
+//
+//   node vscode-extension/e2e/run.mjs
+//
+// Inputs (environment): SHAPELENS_VSIX (default vscode-extension/shapelens.vsix),
+// SHAPELENS_PYTHON (default .venv/bin/python: an interpreter with torch),
+// SHAPELENS_CODE_SERVER, SHAPELENS_CHROMIUM, SHAPELENS_E2E_TOOLS (playwright-core),
+// SHAPELENS_E2E_ARTIFACTS (default .artifacts/e2e), SHAPELENS_E2E_TIMEOUT_S (default 360),
+// SHAPELENS_E2E_KEEP_TMP=1 (keep the temporary profile and workspace).
+// Install the tools first: scripts/install-code-server.sh and scripts/install-chromium.sh.
+//
+// Exit status 0 when every check passed; 1 with the reason on stderr otherwise. Screenshots,
+// logs and result.json are written to the artifacts folder either way.
+
+import { cp, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+import { installExtension, prepareProfile, startCodeServer } from './lib/code-server.mjs';
+import { loadConfig, repoRoot } from './lib/config.mjs';
+import { ProcessTracker } from './lib/processes.mjs';
+import {
+  clickWord,
+  editorLines,
+  formatLines,
+  hoverWord,
+  installPageHelpers,
+  runCommand,
+  waitForEditor,
+  waitForLines,
+} from './lib/workbench.mjs';
+
+const FILE = 'seed_linear_fit.py';
+const SQUARED_DIFF_LINE = 'squared_diff = (y - pred) ** 2';
+const PRED_LINE = 'pred = model(x)';
+const INSERT_AFTER_LINE = 'import torch';
+const INSERTED_TEXT = '# a line inserted by the end-to-end test';
+const RUN_FILE_TITLE = 'ShapeLens: Run File';
+
+const started = Date.now();
+const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)}s`;
+/** @param {string} message */
+const log = (message) => console.log(`[e2e ${elapsed().padStart(6)}] ${message}`);
+
+/** @typedef {{ name: string, seconds: number, ok: boolean, detail?: string }} StepResult */
+
+class Run {
+  /** @param {import('./lib/config.mjs').Config} config */
+  constructor(config) {
+    this.config = config;
+    this.tracker = new ProcessTracker();
+    /** @type {StepResult[]} */
+    this.steps = [];
+    /** @type {import('playwright-core').BrowserContext | undefined} */
+    this.context = undefined;
+    /** @type {import('playwright-core').Page | undefined} */
+    this.page = undefined;
+    /** @type {string | undefined} */
+    this.tempRoot = undefined;
+    /** @type {string | undefined} */
+    this.userDataDir = undefined;
+    this.screenshotCount = 0;
+    this.cleanedUp = false;
+  }
+
+  /**
+   * Runs one step, records its time and outcome, and takes a screenshot after it.
+   * @template T
+   * @param {string} name
+   * @param {() => Promise<T>} body
+   * @returns {Promise<T>}
+   */
+  async step(name, body) {
+    const stepStarted = Date.now();
+    log(`${name} …`);
+    try {
+      const result = await body();
+      const seconds = (Date.now() - stepStarted) / 1000;
+      this.steps.push({ name, seconds, ok: true });
+      log(`${name}: ok (${seconds.toFixed(1)} s)`);
+      await this.screenshot(name);
+      return result;
+    } catch (error) {
+      const seconds = (Date.now() - stepStarted) / 1000;
+      const detail = error instanceof Error ? error.message : String(error);
+      this.steps.push({ name, seconds, ok: false, detail });
+      await this.screenshot(`FAILED ${name}`);
+      throw new Error(`step "${name}" failed: ${detail}`);
+    }
+  }
+
+  /** @param {string} name */
+  async screenshot(name) {
+    if (!this.page || this.page.isClosed()) return;
+    this.screenshotCount += 1;
+    const slug = name.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
+    const file = path.join(this.config.artifacts, `${String(this.screenshotCount).padStart(2, '0')}-${slug}.png`);
+    try {
+      await this.page.screenshot({ path: file, timeout: 15_000 });
+      log(`  screenshot ${path.relative(repoRoot, file)}`);
+    } catch (error) {
+      log(`  (no screenshot for "${name}": ${error instanceof Error ? error.message : error})`);
+    }
+  }
+
+  async main() {
+    const { config } = this;
+    await rm(config.artifacts, { recursive: true, force: true });
+    await mkdir(config.artifacts, { recursive: true });
+    this.tempRoot = await mkdtemp(path.join(os.tmpdir(), 'shapelens-e2e-'));
+    const workspace = path.join(this.tempRoot, 'workspace');
+    await cp(config.examples, workspace, { recursive: true, filter: (source) => !source.includes('__pycache__') });
+    const file = path.join(workspace, FILE);
+    const codeServerLog = path.join(config.artifacts, 'code-server.log');
+    log(`vsix ${config.vsix}`);
+    log(`python ${config.python}`);
+    log(`workspace ${workspace}`);
+
+    const profile = await prepareProfile(this.tempRoot, config.python);
+    this.userDataDir = profile.userDataDir;
+
+    await this.step('install the extension into code-server', () =>
+      installExtension(this.tracker, { codeServer: config.codeServer, vsix: config.vsix, profile, cwd: this.tempRoot ?? '', logFile: codeServerLog }),
+    );
+    const installed = await readdir(profile.extensionsDir);
+    if (!installed.some((name) => name.toLowerCase().startsWith('shapelens.shapelens-'))) {
+      throw new Error(`the extension is not in ${profile.extensionsDir} after --install-extension (found: ${installed.join(', ')})`);
+    }
+
+    const server = await this.step('start code-server', () =>
+      startCodeServer(this.tracker, {
+        codeServer: config.codeServer,
+        profile,
+        folder: workspace,
+        cwd: this.tempRoot ?? '',
+        logFile: codeServerLog,
+        timeoutMs: 60_000,
+      }),
+    );
+    log(`  code-server ${server.url} (pid ${server.pid})`);
+
+    const page = await this.step('launch chromium', async () => {
+      const { chromium } = await loadPlaywright(config.toolsDir);
+      const context = await chromium.launchPersistentContext(path.join(this.tempRoot ?? '', 'chromium'), {
+        executablePath: config.chromium,
+        headless: true,
+        env: this.tracker.env(profile.env),
+        viewport: { width: 1400, height: 900 },
+        args: [
+          '--no-sandbox',
+          '--disable-gpu',
+          '--disable-quic',
+          '--no-first-run',
+          '--disable-background-networking',
+          '--disable-component-update',
+          '--disable-sync',
+          '--disable-dev-shm-usage',
+        ],
+      });
+      this.context = context;
+      await context.addInitScript(installPageHelpers);
+      const page = context.pages()[0] ?? (await context.newPage());
+      this.page = page;
+      const consoleLog = path.join(config.artifacts, 'browser-console.log');
+      /** @type {string[]} */
+      const consoleLines = [];
+      page.on('console', (message) => {
+        consoleLines.push(`[${message.type()}] ${message.text()}`);
+      });
+      page.on('pageerror', (error) => consoleLines.push(`[pageerror] ${error.message}`));
+      this.flushConsole = () => writeFile(consoleLog, `${consoleLines.join('\n')}\n`);
+      return page;
+    });
+
+    await this.step(`open ${FILE}`, async () => {
+      const payload = JSON.stringify([['openFile', `vscode-remote://${file}`]]);
+      const url = `${server.url}/?folder=${encodeURIComponent(workspace)}&payload=${encodeURIComponent(payload)}`;
+      await page.goto(url, { waitUntil: 'domcontentloaded', timeout: 60_000 });
+      await waitForEditor(page, FILE, SQUARED_DIFF_LINE, 90_000);
+    });
+
+    await this.step(`run "${RUN_FILE_TITLE}" from the command palette`, async () => {
+      await clickWord(page, PRED_LINE, 'pred'); // the editor has the focus, as a user's would
+      await runCommand(page, RUN_FILE_TITLE, 30_000);
+    });
+
+    const before = await this.step('see the (4,4) decoration on the squared_diff line', () =>
+      waitForLines(
+        page,
+        (lines) => {
+          const line = lines.find((l) => l.text.trim() === SQUARED_DIFF_LINE);
+          const label = line?.decorations.find((d) => d.includes('(4,4)'));
+          return line && label ? { number: line.number, label } : null;
+        },
+        { timeout: 150_000, what: `a decoration containing "(4,4)" on the line \`${SQUARED_DIFF_LINE}\`` },
+      ),
+    );
+    log(`  line ${before.number}: ${JSON.stringify(before.label)}`);
+    await writeFile(path.join(config.artifacts, 'editor-after-run.txt'), `${formatLines(await editorLines(page))}\n`);
+
+    const problem = await this.step('see the broadcast warning in the Problems panel', async () => {
+      await page.keyboard.press('Control+Shift+M');
+      await page.locator('.markers-panel').first().waitFor({ state: 'visible', timeout: 20_000 });
+      try {
+        const handle = await page.waitForFunction(
+          () =>
+            /** @type {{ __shapelensE2E: import('./lib/workbench.mjs').PageHelpers }} */ (/** @type {unknown} */ (globalThis)).__shapelensE2E
+              .problemRows()
+              .find((row) => row.includes('broadcast:') && row.includes('shapelens')),
+          undefined,
+          { timeout: 20_000, polling: 200 },
+        );
+        return /** @type {string} */ (await handle.jsonValue());
+      } catch (error) {
+        const rows = await page.evaluate(() =>
+          /** @type {{ __shapelensE2E: import('./lib/workbench.mjs').PageHelpers }} */ (/** @type {unknown} */ (globalThis)).__shapelensE2E.problemRows(),
+        );
+        throw new Error(
+          `no Problems row with "broadcast:" from "shapelens"; rows seen: ${JSON.stringify(rows)}: ${error instanceof Error ? error.message : error}`,
+        );
+      }
+    });
+    log(`  problem: ${JSON.stringify(problem)}`);
+
+    const hover = await this.step('hover pred', () => hoverWord(page, PRED_LINE, 'pred', ['pred', '(4,1)'], 20_000));
+    log(`  hover: ${JSON.stringify(hover.slice(0, 200))}`);
+
+    const after = await this.step('insert a line above and see the decoration move down', async () => {
+      await page.keyboard.press('Escape'); // close the hover
+      await clickWord(page, INSERT_AFTER_LINE, 'torch');
+      await page.keyboard.press('End');
+      await page.keyboard.press('Enter');
+      await page.keyboard.type(INSERTED_TEXT);
+      const expected = before.number + 1;
+      return waitForLines(
+        page,
+        (lines) => {
+          if (!lines.some((l) => l.text.trim() === INSERTED_TEXT)) return null;
+          const line = lines.find((l) => l.text.trim() === SQUARED_DIFF_LINE);
+          const label = line?.decorations.find((d) => d.includes('(4,4)'));
+          const elsewhere = lines.filter((l) => l !== line && l.decorations.some((d) => d.includes('squared_diff')));
+          return line && line.number === expected && label && elsewhere.length === 0 ? { number: line.number, label } : null;
+        },
+        {
+          timeout: 30_000,
+          stableMs: 1500,
+          what: `the "(4,4)" decoration on line ${expected} (moved down from ${before.number}) and on no other line`,
+        },
+      );
+    });
+    log(`  line ${after.number}: ${JSON.stringify(after.label)}`);
+    await writeFile(path.join(config.artifacts, 'editor-after-edit.txt'), `${formatLines(await editorLines(page))}\n`);
+  }
+
+  /** @type {(() => Promise<void>) | undefined} */
+  flushConsole = undefined;
+
+  /** Ends everything this run started, keeps the logs, removes the temporary folder. */
+  async cleanup() {
+    if (this.cleanedUp) return;
+    this.cleanedUp = true;
+    await this.flushConsole?.().catch(() => {});
+    if (this.context) {
+      await Promise.race([this.context.close().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 10_000))]);
+    }
+    const survivors = await this.tracker.endAll({ log: (line) => log(line) });
+    if (survivors.length > 0) {
+      log(`WARNING: processes still alive after SIGKILL: ${survivors.join(', ')}`);
+    }
+    if (this.userDataDir) {
+      await cp(path.join(this.userDataDir, 'logs'), path.join(this.config.artifacts, 'vscode-logs'), { recursive: true }).catch(() => {});
+    }
+    if (this.tempRoot) {
+      if (this.config.keepTemp) log(`kept ${this.tempRoot}`);
+      else await rm(this.tempRoot, { recursive: true, force: true }).catch(() => {});
+    }
+  }
+
+  /** @param {string | undefined} failure */
+  async writeResult(failure) {
+    const result = { ok: !failure, failure, seconds: (Date.now() - started) / 1000, steps: this.steps };
+    await writeFile(path.join(this.config.artifacts, 'result.json'), `${JSON.stringify(result, null, 2)}\n`).catch(() => {});
+  }
+}
+
+/**
+ * playwright-core from scripts/install-chromium.sh's folder, else from the repository's node_modules.
+ * @param {string} toolsDir
+ * @returns {Promise<typeof import('playwright-core')>}
+ */
+async function loadPlaywright(toolsDir) {
+  let resolved;
+  try {
+    resolved = createRequire(path.join(toolsDir, 'package.json')).resolve('playwright-core');
+  } catch {
+    try {
+      resolved = createRequire(path.join(repoRoot, 'package.json')).resolve('playwright-core');
+    } catch {
+      throw new Error(`playwright-core is not installed in ${toolsDir} (run scripts/install-chromium.sh)`);
+    }
+  }
+  const module = await import(pathToFileURL(resolved).href);
+  return module.default ?? module;
+}
+
+async function mainWithCleanup() {
+  /** @type {Run | undefined} */
+  let run;
+  /** @type {string | undefined} */
+  let failure;
+  /** @param {NodeJS.Signals} signal */
+  const onSignal = (signal) => {
+    log(`${signal}: stopping`);
+    void (run?.cleanup() ?? Promise.resolve()).finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    const config = loadConfig(process.env);
+    run = new Run(config);
+    const current = run;
+    /** @type {NodeJS.Timeout | undefined} */
+    let timer;
+    const timeout = new Promise((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`the whole end-to-end run took longer than ${config.timeoutMs / 1000} s (SHAPELENS_E2E_TIMEOUT_S)`)),
+        config.timeoutMs,
+      );
+    });
+    try {
+      await Promise.race([current.main(), timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  } catch (error) {
+    failure = error instanceof Error ? error.message : String(error);
+    if (run) await run.screenshot('failure');
+  }
+  if (run) {
+    await run.cleanup();
+    await run.writeResult(failure);
+  }
+  if (failure) {
+    console.error(`\nE2E FAILED after ${elapsed()}: ${failure}`);
+    if (run) console.error(`artifacts (screenshots, logs): ${path.relative(process.cwd(), run.config.artifacts) || '.'}`);
+    process.exitCode = 1;
+  } else {
+    console.log(`\nE2E PASSED in ${elapsed()}; screenshots in ${path.relative(process.cwd(), run?.config.artifacts ?? '')}`);
+  }
+}
+
+await mainWithCleanup();
