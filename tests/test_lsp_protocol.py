@@ -3,6 +3,9 @@ that code runs only on a command (numpy only: runs on every interpreter)."""
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
 from lsprotocol import types
 
 from conftest import LspSession, line_of
@@ -191,3 +194,32 @@ async def test_interpreter_and_environment_settings(lsp: LspSession) -> None:
     )
     result = await lsp.run(uri)
     assert result == {"status": "error", "message": "Python interpreter not found: /no/python"}
+
+
+async def test_debug_run_reports_where_to_attach(lsp: LspSession) -> None:
+    pytest.importorskip("debugpy")
+    from dap_client import DapClient
+
+    path, uri = lsp.write("main.py", "import numpy as np\nv = np.ones(2)\n")
+    lsp.open(path)
+    listening = lsp.client.protocol.wait_for_notification_async("shapelens/debugListening")
+    run = asyncio.ensure_future(lsp.run(uri, debug=True))
+    where = await listening
+    assert where.uri == uri and where.host == "127.0.0.1"
+    client = DapClient(where.host, where.port)
+    try:
+        client.request("initialize", {"adapterID": "debugpy"})
+        attach = client.send_request("attach", {"justMyCode": True})
+        client.event("initialized")
+        client.request("configurationDone")
+        client.response(attach)
+        client.event("terminated", "exited")
+    finally:
+        client.close()
+    result = await asyncio.wait_for(run, 60)
+    assert result["status"] == "ok"
+    assert await lsp.hints(uri) == {1: "v (2,) f64 cpu"}
+    expression = await lsp.client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="shapelens.inlineValueExpression", arguments=[])
+    )
+    assert "describe" in expression and "locals()" in expression

@@ -25,13 +25,16 @@ import { loadConfig, repoRoot } from './lib/config.mjs';
 import { ProcessTracker } from './lib/processes.mjs';
 import {
   clickWord,
+  dismissHover,
   editorLines,
+  errorMessage,
   formatLines,
   hoverWord,
   installPageHelpers,
   runCommand,
   waitForEditor,
   waitForLines,
+  waitForProblem,
 } from './lib/workbench.mjs';
 
 const FILE = 'seed_linear_fit.py';
@@ -64,7 +67,8 @@ class Run {
     /** @type {string | undefined} */
     this.userDataDir = undefined;
     this.screenshotCount = 0;
-    this.cleanedUp = false;
+    /** @type {Promise<void> | undefined} */
+    this.cleanedUp = undefined;
   }
 
   /**
@@ -72,9 +76,10 @@ class Run {
    * @template T
    * @param {string} name
    * @param {() => Promise<T>} body
+   * @param {{ screenshot?: boolean }} [options] no screenshot when the page shows nothing yet
    * @returns {Promise<T>}
    */
-  async step(name, body) {
+  async step(name, body, options = {}) {
     const stepStarted = Date.now();
     log(`${name} …`);
     try {
@@ -82,11 +87,11 @@ class Run {
       const seconds = (Date.now() - stepStarted) / 1000;
       this.steps.push({ name, seconds, ok: true });
       log(`${name}: ok (${seconds.toFixed(1)} s)`);
-      await this.screenshot(name);
+      if (options.screenshot ?? true) await this.screenshot(name);
       return result;
     } catch (error) {
       const seconds = (Date.now() - stepStarted) / 1000;
-      const detail = error instanceof Error ? error.message : String(error);
+      const detail = errorMessage(error);
       this.steps.push({ name, seconds, ok: false, detail });
       await this.screenshot(`FAILED ${name}`);
       throw new Error(`step "${name}" failed: ${detail}`);
@@ -103,7 +108,7 @@ class Run {
       await this.page.screenshot({ path: file, timeout: 15_000 });
       log(`  screenshot ${path.relative(repoRoot, file)}`);
     } catch (error) {
-      log(`  (no screenshot for "${name}": ${error instanceof Error ? error.message : error})`);
+      log(`  (no screenshot for "${name}": ${errorMessage(error)})`);
     }
   }
 
@@ -148,6 +153,10 @@ class Run {
       const context = await chromium.launchPersistentContext(path.join(this.tempRoot ?? '', 'chromium'), {
         executablePath: config.chromium,
         headless: true,
+        // This script ends the browser itself, in order, on signals too.
+        handleSIGINT: false,
+        handleSIGTERM: false,
+        handleSIGHUP: false,
         env: this.tracker.env(profile.env),
         viewport: { width: 1400, height: 900 },
         args: [
@@ -174,7 +183,7 @@ class Run {
       page.on('pageerror', (error) => consoleLines.push(`[pageerror] ${error.message}`));
       this.flushConsole = () => writeFile(consoleLog, `${consoleLines.join('\n')}\n`);
       return page;
-    });
+    }, { screenshot: false });
 
     await this.step(`open ${FILE}`, async () => {
       const payload = JSON.stringify([['openFile', `vscode-remote://${file}`]]);
@@ -185,7 +194,8 @@ class Run {
 
     await this.step(`run "${RUN_FILE_TITLE}" from the command palette`, async () => {
       await clickWord(page, PRED_LINE, 'pred'); // the editor has the focus, as a user's would
-      await runCommand(page, RUN_FILE_TITLE, 30_000);
+      const tries = await runCommand(page, RUN_FILE_TITLE, 60_000);
+      if (tries > 1) log(`  the palette listed "${RUN_FILE_TITLE}" only on try ${tries}`);
     });
 
     const before = await this.step('see the (4,4) decoration on the squared_diff line', () =>
@@ -205,24 +215,7 @@ class Run {
     const problem = await this.step('see the broadcast warning in the Problems panel', async () => {
       await page.keyboard.press('Control+Shift+M');
       await page.locator('.markers-panel').first().waitFor({ state: 'visible', timeout: 20_000 });
-      try {
-        const handle = await page.waitForFunction(
-          () =>
-            /** @type {{ __shapelensE2E: import('./lib/workbench.mjs').PageHelpers }} */ (/** @type {unknown} */ (globalThis)).__shapelensE2E
-              .problemRows()
-              .find((row) => row.includes('broadcast:') && row.includes('shapelens')),
-          undefined,
-          { timeout: 20_000, polling: 200 },
-        );
-        return /** @type {string} */ (await handle.jsonValue());
-      } catch (error) {
-        const rows = await page.evaluate(() =>
-          /** @type {{ __shapelensE2E: import('./lib/workbench.mjs').PageHelpers }} */ (/** @type {unknown} */ (globalThis)).__shapelensE2E.problemRows(),
-        );
-        throw new Error(
-          `no Problems row with "broadcast:" from "shapelens"; rows seen: ${JSON.stringify(rows)}: ${error instanceof Error ? error.message : error}`,
-        );
-      }
+      return waitForProblem(page, ['broadcast:', 'shapelens', `[Ln ${before.number},`], 20_000);
     });
     log(`  problem: ${JSON.stringify(problem)}`);
 
@@ -230,7 +223,7 @@ class Run {
     log(`  hover: ${JSON.stringify(hover.slice(0, 200))}`);
 
     const after = await this.step('insert a line above and see the decoration move down', async () => {
-      await page.keyboard.press('Escape'); // close the hover
+      await dismissHover(page, 10_000); // it covers the lines above `pred`
       await clickWord(page, INSERT_AFTER_LINE, 'torch');
       await page.keyboard.press('End');
       await page.keyboard.press('Enter');
@@ -259,10 +252,16 @@ class Run {
   /** @type {(() => Promise<void>) | undefined} */
   flushConsole = undefined;
 
-  /** Ends everything this run started, keeps the logs, removes the temporary folder. */
-  async cleanup() {
-    if (this.cleanedUp) return;
-    this.cleanedUp = true;
+  /**
+   * Ends everything this run started, keeps the logs, removes the temporary folder.
+   * Every caller (the end of the run, a signal) waits for the same clean-up.
+   */
+  cleanup() {
+    this.cleanedUp ??= this.cleanupOnce();
+    return this.cleanedUp;
+  }
+
+  async cleanupOnce() {
     await this.flushConsole?.().catch(() => {});
     if (this.context) {
       await Promise.race([this.context.close().catch(() => {}), new Promise((resolve) => setTimeout(resolve, 10_000))]);
@@ -315,7 +314,11 @@ async function mainWithCleanup() {
   /** @param {NodeJS.Signals} signal */
   const onSignal = (signal) => {
     log(`${signal}: stopping`);
-    void (run?.cleanup() ?? Promise.resolve()).finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
+    void (async () => {
+      await run?.cleanup();
+      await run?.writeResult(`stopped by ${signal}`);
+      process.exit(signal === 'SIGINT' ? 130 : 143);
+    })();
   };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
@@ -337,7 +340,7 @@ async function mainWithCleanup() {
       clearTimeout(timer);
     }
   } catch (error) {
-    failure = error instanceof Error ? error.message : String(error);
+    failure = errorMessage(error);
     if (run) await run.screenshot('failure');
   }
   if (run) {
@@ -351,6 +354,8 @@ async function mainWithCleanup() {
   } else {
     console.log(`\nE2E PASSED in ${elapsed()}; screenshots in ${path.relative(process.cwd(), run?.config.artifacts ?? '')}`);
   }
+  // Exit now even if a call into the closed browser is still pending after a timeout.
+  process.exit();
 }
 
 await mainWithCleanup();

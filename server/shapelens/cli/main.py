@@ -75,6 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="interpreter that runs the script (default: this one)",
     )
     run.add_argument("--quiet", "-q", action="store_true", help="do not print the listing")
+    run.add_argument(
+        "--debug",
+        action="store_true",
+        help="start debugpy on 127.0.0.1 and wait for a DAP client before running",
+    )
     color = run.add_mutually_exclusive_group()
     color.add_argument(
         "--color",
@@ -154,6 +159,7 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
         exclude=tuple(options.exclude),
         functions=tuple(options.function),
         timeout_s=options.timeout,
+        debug=options.debug,
         findings=FindingsConfig(
             broadcast="broadcast" not in off,
             mismatch="mismatch" not in off,
@@ -165,7 +171,7 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
     # Ctrl-C reaches the child (same process group); we wait for it to finish its way.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        result = run_traced(request)
+        result = run_traced(request, on_debug=_announce_debugger)
     except UsageError as err:
         print(f"shapelens: {err}", file=sys.stderr)
         return 2
@@ -185,6 +191,11 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
         color = options.color if options.color is not None else _wants_color()
         sys.stderr.write(render_listing(trace, color=color))
     return trace.exit_code
+
+
+def _announce_debugger(host: str, port: int) -> None:
+    print(f"shapelens: debugpy listening on {host}:{port}; attach a DAP client", file=sys.stderr)
+    sys.stderr.flush()
 
 
 def _lsp(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:

@@ -31,6 +31,8 @@ class RunParams:
     cwd: str | None = None
     progress: bool = True
     """False when the client shows its own progress (the VS Code extension does)."""
+    debug: bool = False
+    """Run under debugpy; ``shapelens/debugListening`` says where to attach."""
 
 
 class InvalidRunParams(ValueError):
@@ -55,10 +57,17 @@ def parse_run_params(raw: Any) -> RunParams:
     if cwd is not None and not isinstance(cwd, str):
         raise InvalidRunParams("cwd must be a string")
     progress = raw.get("progress", True)
-    if not isinstance(progress, bool):
-        raise InvalidRunParams("progress must be true or false")
+    debug = raw.get("debug", False)
+    if not isinstance(progress, bool) or not isinstance(debug, bool):
+        raise InvalidRunParams("progress and debug must be true or false")
     return RunParams(
-        uri=raw["uri"], path=path, function=function, args=tuple(args), cwd=cwd, progress=progress
+        uri=raw["uri"],
+        path=path,
+        function=function,
+        args=tuple(args),
+        cwd=cwd,
+        progress=progress,
+        debug=debug,
     )
 
 
@@ -105,6 +114,7 @@ class RunManager:
             functions=(params.function,) if params.function else (),
             timeout_s=settings.timeout_s,
             capture_output=True,
+            debug=params.debug,
             findings=FindingsConfig(
                 broadcast=settings.broadcast,
                 mismatch=settings.mismatch,
@@ -147,11 +157,18 @@ class RunManager:
         def on_snapshot(trace: Trace) -> None:  # hints of a long run appear as it goes
             loop.call_soon_threadsafe(publish, trace)
 
+        def on_debug(host: str, port: int) -> None:
+            loop.call_soon_threadsafe(self._announce_debugger, params.uri, host, port)
+
         try:
             result = await loop.run_in_executor(
                 None,
                 lambda: run_traced(
-                    request, on_output=on_output, on_snapshot=on_snapshot, cancel=active.cancel
+                    request,
+                    on_output=on_output,
+                    on_snapshot=on_snapshot,
+                    on_debug=on_debug,
+                    cancel=active.cancel,
                 ),
             )
         except UsageError as err:
@@ -166,6 +183,18 @@ class RunManager:
         self._end_progress(token, f"{summary['status']} in {trace.duration_s:.1f}s")
         self._announce(name, trace, summary["status"])
         return summary
+
+    def _announce_debugger(self, uri: str, host: str, port: int) -> None:
+        """Any DAP client can attach; the VS Code extension does so on this notification."""
+        from shapelens.lsp.server import DEBUG_LISTENING
+
+        self.server.protocol.notify(DEBUG_LISTENING, {"uri": uri, "host": host, "port": port})
+        self.server.window_show_message(
+            types.ShowMessageParams(
+                type=types.MessageType.Info,
+                message=f"ShapeLens: debugpy is waiting on {host}:{port}; attach a debugger",
+            )
+        )
 
     async def _begin_progress(self, name: str, active: _ActiveRun) -> str | None:
         server = self.server

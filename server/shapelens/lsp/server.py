@@ -15,6 +15,7 @@ from shapelens.lsp.results import FileView, ResultStore
 from shapelens.lsp.settings import Settings, parse_settings
 
 TRACE_UPDATED = "shapelens/traceUpdated"
+DEBUG_LISTENING = "shapelens/debugListening"
 
 
 class ShapeLensServer(LanguageServer):

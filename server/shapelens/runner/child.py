@@ -49,6 +49,8 @@ class ChildConfig:
     functions: tuple[str, ...]
     findings: FindingsConfig
     flush_interval: float
+    debug: bool = False
+    """Listen for a debugger (debugpy, 127.0.0.1) and wait for it before running."""
 
     @classmethod
     def from_json(cls, text: str) -> ChildConfig:
@@ -166,6 +168,24 @@ class ChildRun:
         self.sources.put(path, source)
         return code, path
 
+    def _wait_for_debugger(self) -> None:
+        """debugpy first, then our tracer: on 3.11 ours chains to debugpy's settrace."""
+        try:
+            import debugpy
+        except ImportError:
+            # The editor extension bundles debugpy next to the shapelens package.
+            bundle = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+            sys.path.insert(0, bundle)
+            try:
+                import debugpy
+            except ImportError:
+                self.fail("debugging needs debugpy in the interpreter that runs the script")
+            finally:
+                sys.path.remove(bundle)
+        host, port = debugpy.listen(("127.0.0.1", 0))
+        self.writer.send({"t": "debug", "host": host, "port": port})
+        debugpy.wait_for_client()
+
     def fail(self, message: str) -> NoReturn:
         self.writer.send({"t": "error", "message": message})
         self._real_exit(2)
@@ -178,7 +198,11 @@ class ChildRun:
         code, path = self.prepare()
         self._crash_file = os.fdopen(config.crash_fd, "w", closefd=False)
         faulthandler.enable(file=self._crash_file, all_threads=False)
-        threading.Thread(target=self._flusher, name="shapelens-flush", daemon=True).start()
+        flusher = threading.Thread(target=self._flusher, name="shapelens-flush", daemon=True)
+        flusher.is_pydev_daemon_thread = True  # type: ignore[attr-defined]  # never paused
+        flusher.start()
+        if config.debug:
+            self._wait_for_debugger()
         os.register_at_fork(after_in_child=self._forked)
         os._exit = self._patched_exit  # type: ignore[assignment]
         # Registered first, so it runs last: after user atexit handlers and thread joins.

@@ -52,6 +52,8 @@ class RunRequest:
     flush_interval_s: float = 0.25
     capture_output: bool = False
     """Pipe the script's stdout/stderr to ``on_output`` instead of inheriting them."""
+    debug: bool = False
+    """Start debugpy in the child (127.0.0.1, free port) and wait for a DAP client."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,6 +65,7 @@ class RunResult:
 
 OutputCallback = Callable[[str, str], None]
 SnapshotCallback = Callable[[Trace], None]
+DebugCallback = Callable[[str, int], None]
 SNAPSHOT_INTERVAL_S = 1.0
 
 
@@ -71,12 +74,14 @@ def run_traced(
     *,
     on_output: OutputCallback | None = None,
     on_snapshot: SnapshotCallback | None = None,
+    on_debug: DebugCallback | None = None,
     cancel: threading.Event | None = None,
 ) -> RunResult:
     """Run ``request`` in a child process and return its trace. Never raises for user code.
 
     ``on_snapshot`` receives the results so far (status ``running``) at most once a second
-    while new ones arrive, so an editor can show hints of a long run as it goes.
+    while new ones arrive, so an editor can show hints of a long run as it goes (also while
+    a debugger holds it at a breakpoint). ``on_debug`` receives debugpy's host and port.
     """
     python = _resolve_python(request.python)
     cwd = os.path.abspath(request.cwd)
@@ -104,12 +109,15 @@ def run_traced(
         "functions": list(request.functions),
         "findings": asdict(request.findings),
         "flush_interval": request.flush_interval_s,
+        "debug": request.debug,
     }
     argv = [request.target if request.module else target, *request.args]
-    builder = TraceBuilder(argv=argv)
+    builder = TraceBuilder(argv=argv, on_debug=on_debug)
     env = dict(os.environ if request.env is None else request.env)
     if request.capture_output:
         env.setdefault("PYTHONUNBUFFERED", "1")  # the editor shows output as it comes
+    if request.debug:
+        env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # frozen-modules warning noise
     pipe = subprocess.PIPE if request.capture_output else None
     started = time.monotonic()
     try:

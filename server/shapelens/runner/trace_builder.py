@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+from collections.abc import Callable
 from typing import Any
 
 from shapelens.trace import (
@@ -21,8 +22,11 @@ TIMEOUT_EXIT_CODE = 124  # as timeout(1)
 
 
 class TraceBuilder:
-    def __init__(self, *, argv: list[str]) -> None:
+    def __init__(
+        self, *, argv: list[str], on_debug: Callable[[str, int], None] | None = None
+    ) -> None:
         self.argv = argv
+        self.on_debug = on_debug
         self.python = ""
         self.error: str | None = None
         self.stopped = False
@@ -72,6 +76,8 @@ class TraceBuilder:
             self.error = str(message.get("message"))
         elif kind == "stopped":
             self.stopped = True
+        elif kind == "debug" and self.on_debug is not None:
+            self.on_debug(str(message["host"]), int(message["port"]))
         elif kind == "end":
             self.end = message
 

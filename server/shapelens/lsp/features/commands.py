@@ -11,7 +11,13 @@ from shapelens.lsp.publish import publish_file
 from shapelens.lsp.runs import InvalidRunParams, parse_run_params
 from shapelens.lsp.server import ShapeLensServer
 
-COMMANDS = ("shapelens.run", "shapelens.runFunction", "shapelens.cancel", "shapelens.clear")
+COMMANDS = (
+    "shapelens.run",
+    "shapelens.runFunction",
+    "shapelens.cancel",
+    "shapelens.clear",
+    "shapelens.inlineValueExpression",
+)
 
 
 def _first(args: tuple[Any, ...]) -> Any:
@@ -39,6 +45,13 @@ def register(server: ShapeLensServer) -> None:
         argument = _first(args)
         uri = argument.get("uri") if isinstance(argument, dict) else None
         return {"cancelled": ls.runs.cancel(path_of(uri) if isinstance(uri, str) else None)}
+
+    @server.command("shapelens.inlineValueExpression")
+    def inline_value_expression(ls: ShapeLensServer, *args: Any) -> str:
+        """What an editor evaluates (DAP ``evaluate``) in a paused frame for tensor values."""
+        from shapelens.debug.inline_values import EXPRESSION
+
+        return EXPRESSION
 
     @server.command("shapelens.clear")
     def clear(ls: ShapeLensServer, *args: Any) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""Debugger integration: the inline-value helper evaluated through DAP in any debugpy session."""

@@ -1,0 +1,141 @@
+"""Debugging with debugpy while ShapeLens traces: breakpoints hit N of N, the trace is
+complete, and the inline-value helper describes tensors in the paused frame. Runs on 3.11
+(settrace chained to debugpy's) and 3.12+ (numpy only there)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dap_client import DapClient
+
+from shapelens.debug.inline_values import EXPRESSION, parse
+
+from conftest import line_of
+
+debugpy = pytest.importorskip("debugpy")
+
+LOOP = """
+import numpy as np
+batch = {"x": np.zeros((4, 3)), "n": 2}
+total = np.zeros(3)
+for step in range(5):
+    row = np.full(3, float(step))
+    total = total + row
+print("done")
+"""
+
+
+def start_debug_run(tmp_path: Path, source: str) -> tuple[subprocess.Popen[str], DapClient, Path]:
+    script = tmp_path / "main.py"
+    script.write_text(source.lstrip("\n"))
+    trace = tmp_path / "trace.json"
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "shapelens",
+            "run",
+            "--quiet",
+            "--debug",
+            "--json",
+            str(trace),
+            "main.py",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    seen = []
+    for line in process.stderr:  # the announcement, not a sleep
+        seen.append(line)
+        found = re.search(r"listening on (127\.0\.0\.1):(\d+)", line)
+        if found:
+            break
+    assert found, seen
+    return process, DapClient(found[1], int(found[2])), script
+
+
+def attach(client: DapClient, script: Path, lines: list[int]) -> list[dict[str, Any]]:
+    client.request("initialize", {"adapterID": "debugpy", "clientID": "shapelens-tests",
+                                  "linesStartAt1": True, "columnsStartAt1": True,
+                                  "pathFormat": "path"})  # fmt: skip
+    attach_seq = client.send_request("attach", {"justMyCode": True})
+    client.event("initialized")
+    body = client.request(
+        "setBreakpoints",
+        {"source": {"path": str(script)}, "breakpoints": [{"line": n} for n in lines]},
+    )
+    client.request("configurationDone")
+    client.response(attach_seq)
+    return list(body["breakpoints"])
+
+
+def test_breakpoints_hit_every_time_and_the_trace_is_complete(tmp_path: Path) -> None:
+    process, client, script = start_debug_run(tmp_path, LOOP)
+    row_line = line_of(script, "total = total + row")
+    try:
+        [breakpoint] = attach(client, script, [row_line])
+        assert breakpoint["verified"]
+        stops = 0
+        inline: dict[str, str] = {}
+        while True:
+            event = client.event("stopped", "terminated", "exited")
+            if event["event"] != "stopped":
+                break
+            stops += 1
+            thread = event["body"]["threadId"]
+            frames = client.request("stackTrace", {"threadId": thread})["stackFrames"]
+            assert frames[0]["line"] == row_line
+            result = client.request(
+                "evaluate",
+                {"expression": EXPRESSION, "frameId": frames[0]["id"], "context": "watch"},
+            )
+            inline = parse(result["result"])
+            client.request("continue", {"threadId": thread})
+        assert stops == 5  # 5 of 5: the tracer did not displace debugpy's
+        assert inline == {
+            "batch['x']": "(4,3) f64 cpu",
+            "total": "(3,) f64 cpu",
+            "row": "(3,) f64 cpu",
+        }
+    finally:
+        client.close()
+        out, _ = process.communicate(timeout=60)
+    assert process.returncode == 0
+    assert "done" in out
+    import json
+
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    row = next(
+        v
+        for entry in trace["lines"]
+        if entry["line"] == line_of(script, "row =")
+        for v in entry["vars"]
+    )
+    assert row["hits"] == 5 and row["shape"] == [3]
+
+
+def test_inline_helper_on_tensors_meta_and_containers() -> None:
+    torch = pytest.importorskip("torch")
+
+    def paused_frame() -> str:
+        pred = torch.zeros(4, 1, requires_grad=True)  # noqa: F841
+        huge = torch.empty(10**6, 10**6, device="meta")  # noqa: F841
+        batch = {"image": torch.zeros(2, 3, dtype=torch.float16), "id": 3}  # noqa: F841
+        pair = (torch.ones(2, dtype=torch.int64), "label")  # noqa: F841
+        count = 3  # noqa: F841
+        return str(eval(EXPRESSION))
+
+    assert parse(repr(paused_frame())) == {
+        "pred": "(4,1) f32 cpu grad",
+        "huge": "(1000000,1000000) f32 meta",
+        "batch['image']": "(2,3) f16 cpu",
+        "pair[0]": "(2,) i64 cpu",
+    }
