@@ -74,6 +74,8 @@ extension-unit: node_modules/.installed
 bundle-python: install
 	rm -rf $(BUNDLED_LIBS)
 	$(PY) -m pip install -q --no-deps --target $(BUNDLED_LIBS) $(PY_BUNDLE_PINS)
+	$(PY) -m pip install -q --no-deps --target $(BUNDLED_LIBS) --only-binary=:all: \
+	  --platform any --python-version 3.11 --implementation py debugpy==1.8.22
 	cp -r server/shapelens $(BUNDLED_LIBS)/shapelens
 	find $(BUNDLED_LIBS) -name __pycache__ -prune -exec rm -rf {} +
 

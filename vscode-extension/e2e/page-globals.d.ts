@@ -2,7 +2,6 @@
 import type { PageHelpers } from './lib/workbench.mjs';
 
 declare global {
-  // eslint-disable-next-line no-var
   var __shapelensE2E: PageHelpers;
 }
 

@@ -67,6 +67,8 @@ class Run {
     /** @type {string | undefined} */
     this.userDataDir = undefined;
     this.screenshotCount = 0;
+    /** @type {(() => Promise<void>) | undefined} writes the browser's console messages */
+    this.flushConsole = undefined;
     /** @type {Promise<void> | undefined} */
     this.cleanedUp = undefined;
   }
@@ -116,8 +118,9 @@ class Run {
     const { config } = this;
     await rm(config.artifacts, { recursive: true, force: true });
     await mkdir(config.artifacts, { recursive: true });
-    this.tempRoot = await mkdtemp(path.join(os.tmpdir(), 'shapelens-e2e-'));
-    const workspace = path.join(this.tempRoot, 'workspace');
+    const tempRoot = await mkdtemp(path.join(os.tmpdir(), 'shapelens-e2e-'));
+    this.tempRoot = tempRoot;
+    const workspace = path.join(tempRoot, 'workspace');
     await cp(config.examples, workspace, { recursive: true, filter: (source) => !source.includes('__pycache__') });
     const file = path.join(workspace, FILE);
     const codeServerLog = path.join(config.artifacts, 'code-server.log');
@@ -125,32 +128,33 @@ class Run {
     log(`python ${config.python}`);
     log(`workspace ${workspace}`);
 
-    const profile = await prepareProfile(this.tempRoot, config.python);
+    const profile = await prepareProfile(tempRoot, config.python);
     this.userDataDir = profile.userDataDir;
 
-    await this.step('install the extension into code-server', () =>
-      installExtension(this.tracker, { codeServer: config.codeServer, vsix: config.vsix, profile, cwd: this.tempRoot ?? '', logFile: codeServerLog }),
-    );
-    const installed = await readdir(profile.extensionsDir);
-    if (!installed.some((name) => name.toLowerCase().startsWith('shapelens.shapelens-'))) {
-      throw new Error(`the extension is not in ${profile.extensionsDir} after --install-extension (found: ${installed.join(', ')})`);
-    }
+    await this.step('install the extension into code-server', async () => {
+      await installExtension(this.tracker, { codeServer: config.codeServer, vsix: config.vsix, profile, cwd: tempRoot, logFile: codeServerLog });
+      const installed = await readdir(profile.extensionsDir);
+      if (!installed.some((name) => name.toLowerCase().startsWith('shapelens.shapelens-'))) {
+        throw new Error(`the extension is not in ${profile.extensionsDir} after --install-extension (found: ${installed.join(', ')})`);
+      }
+    }, { screenshot: false });
 
     const server = await this.step('start code-server', () =>
       startCodeServer(this.tracker, {
         codeServer: config.codeServer,
         profile,
         folder: workspace,
-        cwd: this.tempRoot ?? '',
+        cwd: tempRoot,
         logFile: codeServerLog,
         timeoutMs: 60_000,
       }),
+      { screenshot: false },
     );
     log(`  code-server ${server.url} (pid ${server.pid})`);
 
     const page = await this.step('launch chromium', async () => {
       const { chromium } = await loadPlaywright(config.toolsDir);
-      const context = await chromium.launchPersistentContext(path.join(this.tempRoot ?? '', 'chromium'), {
+      const context = await chromium.launchPersistentContext(path.join(tempRoot, 'chromium'), {
         executablePath: config.chromium,
         headless: true,
         // This script ends the browser itself, in order, on signals too.
@@ -246,11 +250,12 @@ class Run {
       );
     });
     log(`  line ${after.number}: ${JSON.stringify(after.label)}`);
+    const movedProblem = await this.step('see the broadcast warning move down in the Problems panel', () =>
+      waitForProblem(page, ['broadcast:', 'shapelens', `[Ln ${after.number},`], 20_000),
+    );
+    log(`  problem: ${JSON.stringify(movedProblem)}`);
     await writeFile(path.join(config.artifacts, 'editor-after-edit.txt'), `${formatLines(await editorLines(page))}\n`);
   }
-
-  /** @type {(() => Promise<void>) | undefined} */
-  flushConsole = undefined;
 
   /**
    * Ends everything this run started, keeps the logs, removes the temporary folder.

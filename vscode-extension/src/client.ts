@@ -12,6 +12,13 @@ import { TraceUpdate } from "./hints";
 import { Settings, serverSettings } from "./settings";
 
 export const TRACE_UPDATED = "shapelens/traceUpdated";
+export const DEBUG_LISTENING = "shapelens/debugListening";
+
+export interface DebugEndpoint {
+  uri: string;
+  host: string;
+  port: number;
+}
 
 export interface ClientConfig {
   settings: Settings;
@@ -20,6 +27,8 @@ export interface ClientConfig {
 
 export class ShapeLensClient implements vscode.Disposable {
   private client: LanguageClient | undefined;
+  /** Set by the debug integration: debugpy in a traced run is ready for a debugger. */
+  onDebugListening: (where: DebugEndpoint) => void = () => undefined;
 
   constructor(
     private readonly launcher: string,
@@ -60,6 +69,7 @@ export class ShapeLensClient implements vscode.Disposable {
     };
     const client = new LanguageClient("shapelens", "ShapeLens", serverOptions, clientOptions);
     client.onNotification(TRACE_UPDATED, (update: TraceUpdate) => this.decorations.apply(update));
+    client.onNotification(DEBUG_LISTENING, (where: DebugEndpoint) => this.onDebugListening(where));
     this.client = client;
     await client.start();
   }

@@ -2,6 +2,7 @@
 import * as vscode from "vscode";
 import { ShapeLensClient } from "./client";
 import { registerCommands } from "./commands";
+import { DebugIntegration } from "./debug";
 import { DecorationController } from "./decorations";
 import { resolveInterpreter } from "./python";
 import { readSettings, Settings } from "./settings";
@@ -35,8 +36,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     decorations,
     () => ({ settings, interpreter: interpreter.path }),
   );
+  const debugging = new DebugIntegration(client, output);
+  client.onDebugListening = (where) => debugging.listening(where);
   context.subscriptions.push(
     output,
+    debugging,
     decorations,
     status,
     client,

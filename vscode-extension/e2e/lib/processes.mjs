@@ -130,7 +130,8 @@ export class ProcessTracker {
       .map((s) => /** @type {number} */ (s.child.pid));
     const first = await this.markedPids();
     if (groups.length > 0 || first.length > 0) {
-      log(`ending process groups [${groups.join(', ')}] and pids [${first.join(', ')}]`);
+      const described = await Promise.all(first.map(describe));
+      log(`ending process groups [${groups.join(', ')}] and pids [${described.join(', ')}]`);
     }
     signalAll(groups, first, 'SIGTERM');
     const deadline = Date.now() + graceMs;
@@ -171,6 +172,20 @@ function signalAll(groups, pids, signal) {
     } catch {
       // already gone
     }
+  }
+}
+
+/**
+ * `pid (what)`: the first words of its command line, for the log.
+ * @param {number} pid
+ */
+async function describe(pid) {
+  try {
+    const argv = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0').filter(Boolean);
+    const words = argv.slice(0, 4).map((arg, i) => (i === 0 || arg.includes('/') ? arg.split('/').pop() : arg));
+    return `${pid} (${words.join(' ').slice(0, 60)})`;
+  } catch {
+    return String(pid);
   }
 }
 

@@ -1,0 +1,141 @@
+// Debugging: the `shapelens` debug type (debugpy in the traced child, attached over
+// 127.0.0.1) and tensor-aware inline values for any debugpy session.
+import * as vscode from "vscode";
+import { DebugEndpoint, ShapeLensClient } from "./client";
+import { parseHelperResult, placeInlineValues } from "./inlineValues";
+
+const DEBUGPY_TYPES = new Set(["shapelens", "debugpy", "python"]);
+const ATTACH_TIMEOUT_MS = 60_000;
+
+type DebugListening = DebugEndpoint;
+
+export class DebugIntegration implements vscode.Disposable {
+  private readonly waiting = new Map<string, (where: DebugListening) => void>();
+  private expression: Promise<string | undefined> | undefined;
+  private readonly subscriptions: vscode.Disposable[];
+
+  constructor(private readonly client: ShapeLensClient, private readonly output: vscode.LogOutputChannel) {
+    this.subscriptions = [
+      vscode.debug.registerDebugConfigurationProvider("shapelens", this),
+      vscode.debug.registerDebugAdapterDescriptorFactory("shapelens", this),
+      vscode.languages.registerInlineValuesProvider({ language: "python" }, this),
+      vscode.commands.registerCommand("shapelens.debugFile", (uri?: vscode.Uri) => this.debugFile(uri)),
+    ];
+  }
+
+  /** Called by the client on `shapelens/debugListening`. */
+  listening(where: DebugListening): void {
+    this.waiting.get(where.uri)?.(where);
+    this.waiting.delete(where.uri);
+  }
+
+  async debugFile(uri?: vscode.Uri): Promise<boolean> {
+    const target = uri ?? vscode.window.activeTextEditor?.document.uri;
+    if (!target) {
+      return false;
+    }
+    const document = await vscode.workspace.openTextDocument(target);
+    if (document.isDirty) {
+      await document.save();
+    }
+    return vscode.debug.startDebugging(vscode.workspace.getWorkspaceFolder(target), {
+      type: "shapelens",
+      request: "launch",
+      name: "ShapeLens: Debug File",
+      program: target.fsPath,
+    });
+  }
+
+  // -- DebugConfigurationProvider ----------------------------------------------------------
+  async resolveDebugConfigurationWithSubstitutedVariables(
+    _folder: vscode.WorkspaceFolder | undefined,
+    config: vscode.DebugConfiguration,
+  ): Promise<vscode.DebugConfiguration | undefined> {
+    if (config.request !== "launch") {
+      return config;
+    }
+    if (!vscode.workspace.isTrusted) {
+      void vscode.window.showWarningMessage("ShapeLens runs your code, so it only works in a trusted workspace.");
+      return undefined;
+    }
+    const program = config.program ?? vscode.window.activeTextEditor?.document.uri.fsPath;
+    if (!program) {
+      void vscode.window.showErrorMessage("ShapeLens: no program to debug.");
+      return undefined;
+    }
+    const uri = vscode.Uri.file(program).toString();
+    const listening = new Promise<DebugListening>((resolve, reject) => {
+      this.waiting.set(uri, resolve);
+      setTimeout(() => reject(new Error("debugpy did not start in time")), ATTACH_TIMEOUT_MS);
+    });
+    // The run resolves when the program ends; the debugger attaches as soon as debugpy listens.
+    this.client
+      .executeCommand("shapelens.run", { uri, args: config.args ?? [], cwd: config.cwd, debug: true, progress: false })
+      .then((summary) => this.output.info(`debug run ended: ${JSON.stringify(summary)}`))
+      .catch((error: unknown) => this.output.error(`debug run failed: ${String(error)}`));
+    try {
+      const where = await listening;
+      return { ...config, request: "attach", connect: { host: where.host, port: where.port }, justMyCode: config.justMyCode ?? true };
+    } catch (error) {
+      void vscode.window.showErrorMessage(`ShapeLens: ${error instanceof Error ? error.message : String(error)}`);
+      return undefined;
+    } finally {
+      this.waiting.delete(uri);
+    }
+  }
+
+  // -- DebugAdapterDescriptorFactory: debugpy's own adapter, already listening -------------
+  createDebugAdapterDescriptor(session: vscode.DebugSession): vscode.DebugAdapterDescriptor | undefined {
+    const connect = session.configuration.connect as { host: string; port: number } | undefined;
+    if (!connect) {
+      void vscode.window.showErrorMessage("ShapeLens: this debug configuration has no debugpy endpoint.");
+      return undefined;
+    }
+    return new vscode.DebugAdapterServer(connect.port, connect.host);
+  }
+
+  // -- InlineValuesProvider ------------------------------------------------------------------
+  async provideInlineValues(
+    document: vscode.TextDocument,
+    viewPort: vscode.Range,
+    context: vscode.InlineValueContext,
+  ): Promise<vscode.InlineValue[]> {
+    const session = vscode.debug.activeDebugSession;
+    if (!session || !DEBUGPY_TYPES.has(session.type)) {
+      return [];
+    }
+    const expression = await this.helperExpression();
+    if (!expression) {
+      return []; // no helper: fall back silently to VS Code's own inline values
+    }
+    try {
+      const reply = (await session.customRequest("evaluate", {
+        expression,
+        frameId: context.frameId,
+        context: "watch",
+      })) as { result?: string };
+      const values = parseHelperResult(reply.result ?? "");
+      const lines = Array.from({ length: document.lineCount }, (_, i) => document.lineAt(i).text);
+      return placeInlineValues(values, lines, viewPort.start.line, context.stoppedLocation.end.line).map((value) => {
+        const end = document.lineAt(value.line).range.end;
+        return new vscode.InlineValueText(new vscode.Range(end, end), `${value.name}: ${value.label}`);
+      });
+    } catch {
+      return [];
+    }
+  }
+
+  private helperExpression(): Promise<string | undefined> {
+    this.expression ??= this.client
+      .executeCommand("shapelens.inlineValueExpression", {})
+      .then((value) => (typeof value === "string" ? value : undefined))
+      .catch(() => undefined);
+    return this.expression;
+  }
+
+  dispose(): void {
+    for (const subscription of this.subscriptions) {
+      subscription.dispose();
+    }
+  }
+}
