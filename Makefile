@@ -10,7 +10,7 @@ PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $$HOME/.pyenv)
 EXTRA_PYTHONS ?= $(wildcard $(PYENV_ROOT)/versions/3.12.1/bin/python $(PYENV_ROOT)/versions/3.13.0/bin/python)
 TORCH_PIN := torch==2.13.0
 
-.PHONY: install run test lint typecheck pytest pytest-other-pythons bench clean extension extension-unit bundle-python vsix
+.PHONY: install run test lint typecheck pytest pytest-other-pythons bench clean extension extension-unit bundle-python vsix e2e-tools e2e
 
 install: $(VENV)/.installed
 
@@ -24,7 +24,7 @@ $(VENV)/.installed: pyproject.toml
 run: install
 	$(VENV)/bin/shapelens run examples/seed_linear_fit.py
 
-test: install lint typecheck pytest pytest-other-pythons
+test: install lint typecheck pytest pytest-other-pythons extension-unit e2e
 
 lint: install
 	$(VENV)/bin/ruff check server tests bench examples
@@ -81,3 +81,13 @@ bundle-python: install
 
 vsix: extension bundle-python
 	npm run --silent package
+
+# A real VS Code: code-server + headless Debian chromium driven by playwright-core
+# (tools installed into the git-ignored .tools/; screenshots land in .artifacts/e2e/).
+e2e-tools:
+	scripts/install-code-server.sh
+	scripts/install-chromium.sh
+
+e2e: vsix e2e-tools
+	.tools/e2e/node_modules/.bin/tsc -p vscode-extension/e2e
+	SHAPELENS_VSIX=vscode-extension/shapelens.vsix SHAPELENS_PYTHON=$(PY) node vscode-extension/e2e/run.mjs

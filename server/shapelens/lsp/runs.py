@@ -139,6 +139,7 @@ class RunManager:
             if forwarded[0] >= MAX_FORWARDED_OUTPUT:
                 text += f"\n[shapelens: output beyond {MAX_FORWARDED_OUTPUT} bytes not shown]\n"
             kind = types.MessageType.Log if stream == "stdout" else types.MessageType.Warning
+            text = text.removesuffix("\n")  # each log message is a line of its own already
             loop.call_soon_threadsafe(
                 server.window_log_message, types.LogMessageParams(type=kind, message=text)
             )

@@ -18,7 +18,7 @@ def var_table(var: TracedVar, *, born: str | None = None) -> str:
     rows.append(("hits", str(var.hits)))
     if var.shape_varies:
         rows.append(("shapes seen", ", ".join(shape_label(s) for s in var.shapes)))
-    if born:
-        rows.append(("born", born))
     body = "\n".join(f"| {key} | `{value}` |" for key, value in rows)
+    if born:  # already markdown (it quotes the source line as code)
+        body += f"\n| born | {born} |"
     return f"**{var.name}** · `{var.type}`\n\n| | |\n|---|---|\n{body}"
