@@ -8,8 +8,14 @@
  * One rendered line of the active editor.
  * @typedef {object} EditorLine
  * @property {number} number 1-based, from the line-number gutter
- * @property {string} text the line's text (non-breaking spaces made plain)
+ * @property {string} text the line's text (non-breaking spaces made plain), without the
+ *   debugger's inline values
  * @property {string[]} decorations the texts of `::before` / `::after` decorations on the line
+ * @property {string[]} inlineValues the texts of the debugger's inline values on the line: VS Code
+ *   draws them as injected text (real text in spans of class `debug-inline-value`), not as CSS
+ * @property {string[]} debugMarks the debug class names drawn on the line: in the glyph margin
+ *   (`codicon-debug-breakpoint`, `codicon-debug-stackframe`, …) and across the line
+ *   (`debug-top-stack-frame-line`, …)
  */
 
 /**
@@ -52,6 +58,31 @@ export function installPageHelpers() {
     return box.width > 0 && box.height > 0 && getComputedStyle(element).visibility !== 'hidden';
   };
 
+  const INLINE_VALUE = '[class*="inline-value"]';
+
+  /**
+   * The debug class names of the editor's overlays and glyph-margin widgets, by the rendered line
+   * they are drawn on (matched by vertical position: the glyph margin is laid out on its own).
+   * @param {Element} editor
+   * @param {HTMLElement[]} viewLines
+   * @returns {Map<HTMLElement, string[]>}
+   */
+  const debugMarksByLine = (editor, viewLines) => {
+    /** @type {Map<HTMLElement, string[]>} */
+    const marks = new Map();
+    const boxes = viewLines.map((line) => ({ line, box: line.getBoundingClientRect() }));
+    const selector = '.view-overlays > div > div, .margin-view-overlays > div > div, .glyph-margin-widgets > div';
+    for (const element of editor.querySelectorAll(selector)) {
+      const names = [...element.classList].filter((name) => name.includes('debug'));
+      if (names.length === 0) continue;
+      const box = element.getBoundingClientRect();
+      const middle = box.top + box.height / 2;
+      const owner = boxes.find(({ box: line }) => middle >= line.top && middle < line.bottom)?.line;
+      if (owner) marks.set(owner, [...(marks.get(owner) ?? []), ...names]);
+    }
+    return marks;
+  };
+
   /** @type {PageHelpers['editorLines']} */
   const editorLines = () => {
     const editor = activeEditor();
@@ -64,19 +95,36 @@ export function installPageHelpers() {
       const top = /** @type {HTMLElement} */ (overlay).style.top;
       if (number && top) numberByTop.set(top, Number(number.textContent?.trim()));
     }
+    const viewLines = /** @type {HTMLElement[]} */ ([...editor.querySelectorAll('.view-lines > .view-line')]);
+    const marks = debugMarksByLine(editor, viewLines);
     /** @type {EditorLine[]} */
     const lines = [];
-    for (const element of editor.querySelectorAll('.view-lines > .view-line')) {
-      const line = /** @type {HTMLElement} */ (element);
+    for (const line of viewLines) {
       /** @type {string[]} */
       const decorations = [];
+      /** @type {string[]} */
+      const inlineValues = [];
+      let text = '';
       for (const span of line.querySelectorAll('span')) {
         for (const pseudo of ['::before', '::after']) {
-          const text = plain(cssString(getComputedStyle(span, pseudo).content));
-          if (text) decorations.push(text);
+          const content = plain(cssString(getComputedStyle(span, pseudo).content));
+          if (content) decorations.push(content);
+        }
+        if (span.matches(INLINE_VALUE) && !span.parentElement?.closest(INLINE_VALUE)) {
+          inlineValues.push(plain(span.textContent).trim());
         }
       }
-      lines.push({ number: numberByTop.get(line.style.top) ?? NaN, text: plain(line.textContent), decorations });
+      const walker = document.createTreeWalker(line, NodeFilter.SHOW_TEXT);
+      for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        if (!node.parentElement?.closest(INLINE_VALUE)) text += plain(node.textContent);
+      }
+      lines.push({
+        number: numberByTop.get(line.style.top) ?? NaN,
+        text,
+        decorations,
+        inlineValues,
+        debugMarks: marks.get(line) ?? [],
+      });
     }
     return lines.sort((a, b) => a.number - b.number);
   };
@@ -313,8 +361,16 @@ export async function waitForLines(page, accept, options) {
 
 /** @param {EditorLine[]} lines */
 export function formatLines(lines) {
+  /** @param {string} open @param {string[]} items @param {string} close */
+  const group = (open, items, close) => (items.length ? `   ${open}${items.join(' | ')}${close}` : '');
   return lines
-    .map((line) => `  ${String(line.number).padStart(3)} │ ${line.text}${line.decorations.length ? `   ⟨${line.decorations.join(' | ')}⟩` : ''}`)
+    .map(
+      (line) =>
+        `  ${String(line.number).padStart(3)} │ ${line.text}` +
+        group('⟨', line.decorations, '⟩') +
+        group('«inline value: ', line.inlineValues, '»') +
+        group('[', line.debugMarks, ']'),
+    )
     .join('\n');
 }
 
