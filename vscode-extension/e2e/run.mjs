@@ -42,7 +42,13 @@ const SQUARED_DIFF_LINE = 'squared_diff = (y - pred) ** 2';
 const PRED_LINE = 'pred = model(x)';
 const INSERT_AFTER_LINE = 'import torch';
 const INSERTED_TEXT = '# a line inserted by the end-to-end test';
+const LOSS_BACKWARD_LINE = 'loss.backward()';
 const RUN_FILE_TITLE = 'ShapeLens: Run File';
+const DEBUG_FILE_TITLE = 'ShapeLens: Debug File';
+/** In the command line of the process that runs the user's script under the tracer. */
+const TRACED_CHILD = 'shapelens.runner.child';
+const CLEAR_TITLE = 'ShapeLens: Clear';
+const REVERT_TITLE = 'File: Revert File';
 
 const started = Date.now();
 const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)}s`;
@@ -128,7 +134,8 @@ class Run {
     log(`python ${config.python}`);
     log(`workspace ${workspace}`);
 
-    const profile = await prepareProfile(tempRoot, config.python);
+    // debugpy (in the script a debug run starts) writes its logs there: they outlive the run.
+    const profile = await prepareProfile(tempRoot, config.python, { DEBUGPY_LOG_DIR: path.join(config.artifacts, 'debugpy-logs') });
     this.userDataDir = profile.userDataDir;
 
     await this.step('install the extension into code-server', async () => {
@@ -190,12 +197,25 @@ class Run {
     }, { screenshot: false });
 
     await this.step(`open ${FILE}`, async () => {
-      const payload = JSON.stringify([['openFile', `vscode-remote://${file}`]]);
+      // The authority must be code-server's host, as in the workspace folder's URI: with none
+      // (`vscode-remote:///tmp/…`) the editor holds another resource than the one the explorer
+      // and the debugger open, and the debugger shows its stopped frame in a second tab.
+      const payload = JSON.stringify([['openFile', `vscode-remote://${new URL(server.url).host}${file}`]]);
       const url = `${server.url}/?folder=${encodeURIComponent(workspace)}&payload=${encodeURIComponent(payload)}`;
       await page.goto(url, { waitUntil: 'domcontentloaded', timeout: 60_000 });
       await waitForEditor(page, FILE, SQUARED_DIFF_LINE, 90_000);
     });
 
+    await this.checkRunFile(page);
+    await this.checkDebugFile(page);
+  }
+
+  /**
+   * "ShapeLens: Run File": the decoration, the Problems entry, the hover; both move with an edit.
+   * @param {import('playwright-core').Page} page
+   */
+  async checkRunFile(page) {
+    const { config } = this;
     await this.step(`run "${RUN_FILE_TITLE}" from the command palette`, async () => {
       await clickWord(page, PRED_LINE, 'pred'); // the editor has the focus, as a user's would
       const tries = await runCommand(page, RUN_FILE_TITLE, 60_000);
@@ -255,6 +275,133 @@ class Run {
     );
     log(`  problem: ${JSON.stringify(movedProblem)}`);
     await writeFile(path.join(config.artifacts, 'editor-after-edit.txt'), `${formatLines(await editorLines(page))}\n`);
+  }
+
+  /**
+   * "ShapeLens: Debug File" with a breakpoint in the loop: the debugger stops there, the lines run
+   * so far carry their hints while paused, and the tensor locals have inline values.
+   * @param {import('playwright-core').Page} page
+   */
+  async checkDebugFile(page) {
+    const { config } = this;
+    const toolbar = page.locator('.debug-toolbar');
+    /** @param {import('./lib/workbench.mjs').EditorLine[]} lines @param {string} code */
+    const lineOf = (lines, code) => lines.find((l) => l.text.trim() === code);
+
+    await this.step('revert the file and clear the results', async () => {
+      await runCommand(page, REVERT_TITLE, 20_000);
+      await runCommand(page, CLEAR_TITLE, 20_000);
+      return waitForLines(
+        page,
+        (lines) =>
+          lineOf(lines, LOSS_BACKWARD_LINE) &&
+          !lines.some((l) => l.text.trim() === INSERTED_TEXT) &&
+          lines.every((l) => l.decorations.length === 0),
+        { timeout: 20_000, stableMs: 1000, what: 'the file as on disk, with no decoration on any line' },
+      );
+    });
+
+    const breakpoint = await this.step(`set a breakpoint on \`${LOSS_BACKWARD_LINE}\` with F9`, async () => {
+      await clickWord(page, LOSS_BACKWARD_LINE, 'backward');
+      await page.keyboard.press('F9');
+      return waitForLines(
+        page,
+        (lines) => {
+          const line = lineOf(lines, LOSS_BACKWARD_LINE);
+          return line?.debugMarks.some((mark) => mark.startsWith('codicon-debug-breakpoint')) ? line : null;
+        },
+        { timeout: 10_000, what: `a breakpoint in the glyph margin of \`${LOSS_BACKWARD_LINE}\`` },
+      );
+    });
+    log(`  line ${breakpoint.number}: ${JSON.stringify(breakpoint.debugMarks)}`);
+
+    await this.step(`run "${DEBUG_FILE_TITLE}" from the command palette`, async () => {
+      const tries = await runCommand(page, DEBUG_FILE_TITLE, 60_000);
+      if (tries > 1) log(`  the palette listed "${DEBUG_FILE_TITLE}" only on try ${tries}`);
+    });
+
+    const stopped = await this.step(`see the debugger stop at \`${LOSS_BACKWARD_LINE}\``, async () => {
+      const line = await waitForLines(
+        page,
+        (lines) => {
+          const highlighted = lines.filter((l) => l.debugMarks.includes('debug-top-stack-frame-line'));
+          return highlighted.length === 1 && highlighted[0].text.trim() === LOSS_BACKWARD_LINE ? highlighted[0] : null;
+        },
+        { timeout: 120_000, what: `the stopped-line highlight on \`${LOSS_BACKWARD_LINE}\` (and on no other line)` },
+      );
+      await toolbar.waitFor({ state: 'visible', timeout: 10_000 });
+      // The stopped frame is shown in the editor the user had open, not in a second one.
+      const tabs = await page.locator(`.part.editor .tab[data-resource-name="${FILE}"]`).count();
+      if (tabs !== 1) throw new Error(`${tabs} editor tabs show ${FILE} (the debugger opened the stopped frame in another)`);
+      return line;
+    });
+    log(`  line ${stopped.number}: ${JSON.stringify(stopped.debugMarks)}`);
+
+    const live = await this.step('see the hints of the lines run so far while paused', () =>
+      waitForLines(
+        page,
+        (lines) => {
+          // Paused in the first pass of the loop: not the finished run's ×10.
+          const pred = lineOf(lines, PRED_LINE)?.decorations.find((d) => d.includes('pred (4,1)') && !d.includes('×10'));
+          const squared = lineOf(lines, SQUARED_DIFF_LINE)?.decorations.find((d) => d.includes('(4,4)'));
+          const paused = lineOf(lines, LOSS_BACKWARD_LINE)?.debugMarks.includes('debug-top-stack-frame-line');
+          return pred && squared && paused ? { pred, squared } : null;
+        },
+        {
+          timeout: 30_000,
+          what: `decorations with "pred (4,1)" (not ×10) on \`${PRED_LINE}\` and "(4,4)" on \`${SQUARED_DIFF_LINE}\`, still paused`,
+        },
+      ),
+    );
+    log(`  ${JSON.stringify(live)}`);
+
+    const inline = await this.step('see the inline value of the tensor local pred', () =>
+      waitForLines(
+        page,
+        (lines) => {
+          const line = lineOf(lines, PRED_LINE);
+          const value = line?.inlineValues.find((v) => v.includes('pred: (4,1)'));
+          return line && value ? { number: line.number, value } : null;
+        },
+        { timeout: 30_000, what: `an inline value containing "pred: (4,1)" on \`${PRED_LINE}\`` },
+      ),
+    );
+    log(`  line ${inline.number}: ${JSON.stringify(inline.value)}`);
+    await writeFile(path.join(config.artifacts, 'editor-while-paused.txt'), `${formatLines(await editorLines(page))}\n`);
+
+    // The session attaches to debugpy, so Shift+F5 is the toolbar's "Disconnect".
+    await this.step('stop debugging with Shift+F5', async () => {
+      await page.keyboard.press('Shift+F5');
+      await toolbar.waitFor({ state: 'hidden', timeout: 20_000 });
+      return waitForLines(
+        page,
+        (lines) => lines.every((l) => !l.debugMarks.includes('debug-top-stack-frame-line') && l.inlineValues.length === 0),
+        { timeout: 20_000, what: 'no stopped-line highlight and no inline value' },
+      );
+    });
+    await writeFile(path.join(config.artifacts, 'editor-after-debug.txt'), `${formatLines(await editorLines(page))}\n`);
+
+    const debuggeeSeconds = await this.step('see the debugged script end', () => this.waitForNoProcess(TRACED_CHILD, 30_000), {
+      screenshot: false,
+    });
+    log(`  no ${TRACED_CHILD} process ${debuggeeSeconds.toFixed(1)} s after the debugger stopped`);
+  }
+
+  /**
+   * Polls until no process of this run has `needle` in its command line; returns the seconds waited.
+   * @param {string} needle
+   * @param {number} timeout
+   */
+  async waitForNoProcess(needle, timeout) {
+    const since = Date.now();
+    for (;;) {
+      const running = await this.tracker.markedProcessesRunning(needle);
+      if (running.length === 0) return (Date.now() - since) / 1000;
+      if (Date.now() - since > timeout) {
+        throw new Error(`still running after ${timeout / 1000} s: ${running.join(', ')}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200)); // poll interval
+    }
   }
 
   /**

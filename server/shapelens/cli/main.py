@@ -76,6 +76,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--quiet", "-q", action="store_true", help="do not print the listing")
     run.add_argument(
+        "--log",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="also write the TorchSnooper-style log of the whole run (default: stderr)",
+    )
+    run.add_argument(
         "--debug",
         action="store_true",
         help="start debugpy on 127.0.0.1 and wait for a DAP client before running",
@@ -139,6 +146,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
+    if (
+        options.log is not None
+        and not options.script
+        and options.module is None
+        and options.log.endswith(".py")
+    ):
+        # `--log train.py`: the optional FILE took the script; log to stderr instead.
+        options.script, options.log = [options.log], "-"
     if options.module is not None:
         if not options.module:
             parser.error("-m needs a module name")
@@ -149,6 +164,13 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
         target, args, module = options.script[0], tuple(options.script[1:]), False
         if target.startswith("-"):
             parser.error(f"unrecognized option {target!r} (options go before SCRIPT)")
+    if options.log not in (None, "-"):
+        try:  # pysnooper opens the log lazily, inside the traced program: check it now
+            with open(options.log, "w", encoding="utf-8"):
+                pass
+        except OSError as err:
+            print(f"shapelens: cannot write the log {options.log}: {err.strerror}", file=sys.stderr)
+            return 2
     off = set(options.no_findings)
     request = RunRequest(
         target=target,
@@ -160,6 +182,7 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
         functions=tuple(options.function),
         timeout_s=options.timeout,
         debug=options.debug,
+        log=options.log,
         findings=FindingsConfig(
             broadcast="broadcast" not in off,
             mismatch="mismatch" not in off,

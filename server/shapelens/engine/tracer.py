@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import dis
+import os
 import sys
 import threading
 import weakref
@@ -200,8 +201,26 @@ class Tracer:
         except Exception:
             return None
 
+    def local_tracer(self, frame: FrameType, *, record_arguments: bool) -> TraceFunction | None:
+        """A local tracer for a frame another tracer chose (snoop's targets), bypassing the
+        scope; ``record_arguments`` is false for frames entered mid-way (``with`` blocks)."""
+        code = frame.f_code
+        info = self._codes.get(code)
+        if info is None:
+            if code.co_filename.startswith("<"):
+                return None
+            file = os.path.realpath(code.co_filename)
+            try:
+                info = CodeInfo(code, file, self.sources.get(file), self.recorder)
+            except Exception:
+                return None
+            self._codes[code] = info
+        return self._enter(frame, info, record_arguments=record_arguments)
+
     # -- per-frame local tracer --------------------------------------------------------
-    def _enter(self, frame: FrameType, info: CodeInfo) -> TraceFunction:
+    def _enter(
+        self, frame: FrameType, info: CodeInfo, record_arguments: bool = True
+    ) -> TraceFunction:
         statement_of = info.statement_of
         stores = info.stores
         hits = info.hits
@@ -212,7 +231,7 @@ class Tracer:
             previous = statement_of.get(frame.f_lineno, frame.f_lineno)  # resumed after a yield
         else:
             previous = _NO_STATEMENT
-            if not info.is_module:
+            if not info.is_module and record_arguments:
                 hits[info.def_line] = hits.get(info.def_line, 0) + 1
                 if info.arg_names:
                     capture(frame, info, info.def_line, info.arg_names, True)

@@ -9,6 +9,7 @@ streams aggregates to the parent over the channel fd. Everything it patches
 from __future__ import annotations
 
 import atexit
+import contextlib
 import faulthandler
 import json
 import os
@@ -20,7 +21,7 @@ import threading
 import tokenize
 import traceback
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -51,6 +52,8 @@ class ChildConfig:
     flush_interval: float
     debug: bool = False
     """Listen for a debugger (debugpy, 127.0.0.1) and wait for it before running."""
+    log: str | None = None
+    """Write the TorchSnooper-style log of the whole run here ("-": stderr)."""
 
     @classmethod
     def from_json(cls, text: str) -> ChildConfig:
@@ -168,20 +171,27 @@ class ChildRun:
         self.sources.put(path, source)
         return code, path
 
+    def _start_log(self, destination: str) -> None:
+        """The log tracer goes in first; ours chains to it (and restores it)."""
+        with _bundled_fallback():
+            from shapelens.snooping.tracer import WholeRunSnooper
+        output = None if destination == "-" else os.path.abspath(destination)
+        scope = self.scope
+        snooper = WholeRunSnooper(
+            lambda code: scope.user_file(code.co_filename) is not None and scope.wants_code(code),
+            output=output,
+            overwrite=output is not None,
+            color=output is None and sys.stderr.isatty(),
+        )
+        snooper.install()
+
     def _wait_for_debugger(self) -> None:
         """debugpy first, then our tracer: on 3.11 ours chains to debugpy's settrace."""
         try:
-            import debugpy
-        except ImportError:
-            # The editor extension bundles debugpy next to the shapelens package.
-            bundle = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-            sys.path.insert(0, bundle)
-            try:
+            with _bundled_fallback():
                 import debugpy
-            except ImportError:
-                self.fail("debugging needs debugpy in the interpreter that runs the script")
-            finally:
-                sys.path.remove(bundle)
+        except ImportError:
+            self.fail("debugging needs debugpy in the interpreter that runs the script")
         host, port = debugpy.listen(("127.0.0.1", 0))
         self.writer.send({"t": "debug", "host": host, "port": port})
         debugpy.wait_for_client()
@@ -232,6 +242,11 @@ class ChildRun:
 
     def _execute(self, body: Callable[[], object]) -> None:
         exc: BaseException | None = None
+        if self.config.log is not None:
+            try:
+                self._start_log(self.config.log)
+            except (ImportError, OSError) as err:
+                self.fail(f"cannot write the log {self.config.log}: {err}")
         self.tracer.start()
         try:
             body()
@@ -241,6 +256,9 @@ class ChildRun:
             exc = err
         finally:
             self.tracer.stop()
+            if self.config.log is not None:
+                sys.settrace(None)
+                threading.settrace(None)
         if exc is not None:
             self.tracer.conclude(exc)
             self._outcome = (
@@ -267,6 +285,18 @@ class ChildRun:
     def _at_exit(self) -> None:
         status, code, exception = self._outcome
         self.finish(status, code, exception)
+
+
+@contextlib.contextmanager
+def _bundled_fallback() -> Iterator[None]:
+    """Imports inside find the user's packages first, then those bundled next to shapelens
+    (the editor extension ships debugpy and pysnooper there)."""
+    bundle = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.append(bundle)
+    try:
+        yield
+    finally:
+        sys.path.remove(bundle)
 
 
 _HIDDEN_FILES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), runpy.__file__)

@@ -54,6 +54,8 @@ class RunRequest:
     """Pipe the script's stdout/stderr to ``on_output`` instead of inheriting them."""
     debug: bool = False
     """Start debugpy in the child (127.0.0.1, free port) and wait for a DAP client."""
+    log: str | None = None
+    """Also write the TorchSnooper-style log of the whole run to this file ("-": stderr)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +112,7 @@ def run_traced(
         "findings": asdict(request.findings),
         "flush_interval": request.flush_interval_s,
         "debug": request.debug,
+        "log": request.log,
     }
     argv = [request.target if request.module else target, *request.args]
     builder = TraceBuilder(argv=argv, on_debug=on_debug)

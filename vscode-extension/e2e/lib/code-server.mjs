@@ -17,9 +17,10 @@ import path from 'node:path';
  * Creates the folders and the user settings.
  * @param {string} root the run's temporary folder
  * @param {string} python the interpreter the extension runs the user's code with
+ * @param {NodeJS.ProcessEnv} [extraEnv] more variables for code-server and its children
  * @returns {Promise<Profile>}
  */
-export async function prepareProfile(root, python) {
+export async function prepareProfile(root, python, extraEnv = {}) {
   const home = path.join(root, 'home');
   const userDataDir = path.join(root, 'user-data');
   const extensionsDir = path.join(root, 'extensions');
@@ -32,6 +33,7 @@ export async function prepareProfile(root, python) {
     XDG_CACHE_HOME: path.join(home, '.cache'),
     XDG_STATE_HOME: path.join(home, '.local', 'state'),
     XDG_RUNTIME_DIR: path.join(root, 'runtime'),
+    ...extraEnv,
   };
   for (const dir of [
     userDataDir,

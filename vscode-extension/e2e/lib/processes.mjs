@@ -117,6 +117,25 @@ export class ProcessTracker {
   }
 
   /**
+   * The live marked processes whose command line contains `needle`, as `pid (command line)`.
+   * @param {string} needle
+   * @returns {Promise<string[]>}
+   */
+  async markedProcessesRunning(needle) {
+    /** @type {string[]} */
+    const found = [];
+    for (const pid of await this.markedPids()) {
+      try {
+        const commandLine = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0').join(' ').trim();
+        if (commandLine.includes(needle)) found.push(`${pid} (${commandLine.slice(0, 120)})`);
+      } catch {
+        // gone already
+      }
+    }
+    return found;
+  }
+
+  /**
    * Ends every process this run started: each process group, then every marked pid.
    * SIGTERM first, SIGKILL after `graceMs`. Returns the pids that survived (should be none).
    * @param {{ graceMs?: number, log?: (line: string) => void }} [options]

@@ -1,0 +1,84 @@
+"""Feeds what snoop() traces into ShapeLens's structured recorder, when ``SHAPELENS_TRACE``
+names a file: run on a remote box, copy the trace, open the file, see the hints."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import threading
+import time
+from types import FrameType
+from typing import Any
+
+from shapelens.engine.findings import FindingsConfig
+from shapelens.engine.recorder import Recorder
+from shapelens.engine.scope import ScopeConfig, UserCodeScope
+from shapelens.engine.tracer import TraceFunction, Tracer
+from shapelens.runner.trace_builder import TraceBuilder
+from shapelens.trace import write_trace
+
+ENV_VARIABLE = "SHAPELENS_TRACE"
+
+
+WRITE_INTERVAL_S = 1.0
+
+
+class SnoopRecording:
+    """One per process: every snooper feeds the same recorder. The file is rewritten when a
+    snooped frame returns (at most once a second) and at interpreter exit."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.recorder = Recorder()
+        # Snooped code is user code by definition: the scope's filters are not consulted.
+        scope = UserCodeScope(ScopeConfig(root=os.getcwd()))
+        self.tracer = Tracer(scope=scope, recorder=self.recorder, findings=FindingsConfig())
+        self._locals: dict[int, TraceFunction] = {}
+        self._started = time.monotonic()
+        self._builder = TraceBuilder(argv=list(sys.argv))
+        self._builder.python = ".".join(map(str, sys.version_info[:3]))
+        self._lock = threading.Lock()
+        self._last_write = 0.0
+        atexit.register(self.write)
+
+    def event(self, frame: FrameType, event: str, arg: Any) -> None:
+        key = id(frame)
+        local = self._locals.get(key)
+        if local is None:
+            local = self.tracer.local_tracer(frame, record_arguments=event == "call")
+            if local is None:
+                return
+            self._locals[key] = local
+        local(frame, event, arg)
+        if event == "return":
+            self._locals.pop(key, None)
+            if time.monotonic() - self._last_write >= WRITE_INTERVAL_S:
+                self.write()
+
+    def write(self) -> None:
+        with self._lock:
+            self._last_write = time.monotonic()
+            for message in self.recorder.drain():
+                self._builder.accept(message)
+            trace = self._builder.build(
+                duration_s=time.monotonic() - self._started, returncode=0, outcome=None
+            )
+            try:
+                write_trace(trace, self.path)
+            except OSError as err:
+                print(f"shapelens: cannot write {self.path}: {err.strerror}", file=sys.stderr)
+
+
+_recording: SnoopRecording | None = None
+
+
+def recording() -> SnoopRecording | None:
+    """The process's recording when ``SHAPELENS_TRACE`` is set, else ``None``."""
+    global _recording
+    path = os.environ.get(ENV_VARIABLE)
+    if not path:
+        return None
+    if _recording is None or _recording.path != path:
+        _recording = SnoopRecording(path)
+    return _recording
