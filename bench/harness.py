@@ -23,10 +23,15 @@ def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         return fn
     # An open stream: given a path, both libraries reopen the file for every line they log.
     sink = open(os.devnull, "w")  # noqa: SIM115 - must outlive the traced call
+    if tool == "shapelens-snoop":
+        from shapelens import snoop
+
+        traced: Callable[..., Any] = snoop(output=sink, color=False)(fn)
+        return traced
     if tool == "torchsnooper":
         import torchsnooper  # type: ignore[import-not-found,unused-ignore]  # anchors venv
 
-        traced: Callable[..., Any] = torchsnooper.snoop(output=sink)(fn)
+        traced = torchsnooper.snoop(output=sink)(fn)
         return traced
     if tool == "snoop":
         import snoop  # type: ignore[import-not-found,unused-ignore]  # anchors venv

@@ -27,7 +27,8 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 WORKLOADS = ("seed_loop", "tight_loop", "mlp")
-TOOLS = ("untraced", "shapelens", "torchsnooper", "snoop")
+TOOLS = ("untraced", "shapelens", "shapelens-snoop", "torchsnooper", "snoop")
+WRAPPED_TOOLS = ("shapelens-snoop", "torchsnooper", "snoop")  # decorate the hot function
 ANCHOR_TOOLS = ("torchsnooper", "snoop")
 QUICK_SCALE = "0.05"  # --quick only checks that the harness works: shrink the loops 20x
 SETUP_TIMEOUT_S = 1800
@@ -209,6 +210,8 @@ def _tool_command(tool: str, script: Path, shapelens: list[str], anchors: Anchor
         return [sys.executable, str(script)]
     if tool == "shapelens":
         return [*shapelens, "run", "--quiet", str(script)]
+    if tool == "shapelens-snoop":  # `from shapelens import snoop`, in the project's venv
+        return [sys.executable, str(script)]
     assert anchors.python is not None
     return [str(anchors.python), str(script)]
 
@@ -218,7 +221,7 @@ def _run_workload(
 ) -> tuple[float, str | None]:
     """One run; returns (cpu_s, None) or (0.0, one-line reason)."""
     out_path.unlink(missing_ok=True)
-    wrap = tool if tool in ANCHOR_TOOLS else "none"
+    wrap = tool if tool in WRAPPED_TOOLS else "none"
     child_env = {**env, "SHAPELENS_BENCH_OUT": str(out_path), "SHAPELENS_BENCH_WRAP": wrap}
     try:
         # Output is captured, never shown: terminal I/O is not what we measure.
@@ -341,6 +344,7 @@ def _render(
     labels = {
         "untraced": "untraced (CPU s)",
         "shapelens": f"shapelens (py{py})",
+        "shapelens-snoop": "shapelens snoop()",
         "torchsnooper": f"torchsnooper {anchors.versions.get('torchsnooper', '')}".strip(),
         "snoop": f"snoop {anchors.versions.get('snoop', '')}".strip(),
     }
