@@ -57,7 +57,7 @@ clean:
 
 # -- VS Code extension ---------------------------------------------------------------------
 BUNDLED_LIBS := vscode-extension/bundled/libs
-PY_BUNDLE_PINS := pygls==2.1.1 lsprotocol==2025.0.0 cattrs==26.2.1 attrs==26.1.0 typing_extensions==4.16.0
+PY_BUNDLE_PINS := pygls==2.1.1 lsprotocol==2025.0.0 cattrs==26.2.1 attrs==26.1.0 typing_extensions==4.16.0 pysnooper==1.2.3
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
