@@ -381,6 +381,7 @@ class Run {
     });
     await writeFile(path.join(config.artifacts, 'editor-after-debug.txt'), `${formatLines(await editorLines(page))}\n`);
 
+    // Disconnect lets the script run on (debugpy gets `terminateDebuggee: false`); this one is short.
     const debuggeeSeconds = await this.step('see the debugged script end', () => this.waitForNoProcess(TRACED_CHILD, 30_000), {
       screenshot: false,
     });

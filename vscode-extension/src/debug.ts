@@ -20,6 +20,15 @@ export class DebugIntegration implements vscode.Disposable {
       vscode.debug.registerDebugAdapterDescriptorFactory("shapelens", this),
       vscode.languages.registerInlineValuesProvider({ language: "python" }, this),
       vscode.commands.registerCommand("shapelens.debugFile", (uri?: vscode.Uri) => this.debugFile(uri)),
+      // Attached sessions only "disconnect": stopping the debugger must stop the program too.
+      vscode.debug.onDidTerminateDebugSession((session) => {
+        const program = session.configuration.program as string | undefined;
+        if (session.type === "shapelens" && program) {
+          void this.client
+            .executeCommand("shapelens.cancel", { uri: vscode.Uri.file(program).toString() })
+            .catch(() => undefined);
+        }
+      }),
     ];
   }
 
@@ -70,7 +79,14 @@ export class DebugIntegration implements vscode.Disposable {
     });
     // The run resolves when the program ends; the debugger attaches as soon as debugpy listens.
     this.client
-      .executeCommand("shapelens.run", { uri, args: config.args ?? [], cwd: config.cwd, debug: true, progress: false })
+      .executeCommand("shapelens.run", {
+        uri,
+        args: config.args ?? [],
+        cwd: config.cwd,
+        debug: true,
+        progress: false,
+        clientAttaches: true,
+      })
       .then((summary) => this.output.info(`debug run ended: ${JSON.stringify(summary)}`))
       .catch((error: unknown) => this.output.error(`debug run failed: ${String(error)}`));
     try {

@@ -147,11 +147,11 @@ class Tracer:
         installed = self._global if self._previous is None else self._chained(self._previous)
         self._installed = installed
         threading.settrace(installed)
-        sys.settrace(installed)
+        _settrace(installed)
 
     def stop(self) -> None:
         """Restore the tracers that were there before, and detach from running frames."""
-        sys.settrace(self._previous)
+        _settrace(self._previous)
         threading.settrace(self._previous_threading)
         frame: FrameType | None = sys._getframe()
         while frame is not None:
@@ -454,6 +454,14 @@ class Tracer:
                 for finding in findings:
                     self.recorder.add_finding(finding)
         self._pending_errors = []
+
+
+def _settrace(function: Any) -> None:
+    """``sys.settrace``; under debugpy, its original (pydevd wraps sys.settrace to warn
+    "should not be used", but we chain to pydevd's tracer and restore it, as it asks)."""
+    holder = getattr(sys.modules.get("pydevd_tracing"), "TracingFunctionHolder", None)
+    original = getattr(holder, "_original_tracing", None)
+    (original if callable(original) else sys.settrace)(function)
 
 
 def _both(first: TraceFunction, second: TraceFunction) -> TraceFunction:

@@ -33,6 +33,8 @@ class RunParams:
     """False when the client shows its own progress (the VS Code extension does)."""
     debug: bool = False
     """Run under debugpy; ``shapelens/debugListening`` says where to attach."""
+    client_attaches: bool = False
+    """The client attaches on ``shapelens/debugListening`` itself: no message to the user."""
 
 
 class InvalidRunParams(ValueError):
@@ -58,8 +60,9 @@ def parse_run_params(raw: Any) -> RunParams:
         raise InvalidRunParams("cwd must be a string")
     progress = raw.get("progress", True)
     debug = raw.get("debug", False)
-    if not isinstance(progress, bool) or not isinstance(debug, bool):
-        raise InvalidRunParams("progress and debug must be true or false")
+    client_attaches = raw.get("clientAttaches", False)
+    if not all(isinstance(flag, bool) for flag in (progress, debug, client_attaches)):
+        raise InvalidRunParams("progress, debug and clientAttaches must be true or false")
     return RunParams(
         uri=raw["uri"],
         path=path,
@@ -68,6 +71,7 @@ def parse_run_params(raw: Any) -> RunParams:
         cwd=cwd,
         progress=progress,
         debug=debug,
+        client_attaches=client_attaches,
     )
 
 
@@ -159,7 +163,7 @@ class RunManager:
             loop.call_soon_threadsafe(publish, trace)
 
         def on_debug(host: str, port: int) -> None:
-            loop.call_soon_threadsafe(self._announce_debugger, params.uri, host, port)
+            loop.call_soon_threadsafe(self._announce_debugger, params, host, port)
 
         try:
             result = await loop.run_in_executor(
@@ -185,11 +189,14 @@ class RunManager:
         self._announce(name, trace, summary["status"])
         return summary
 
-    def _announce_debugger(self, uri: str, host: str, port: int) -> None:
+    def _announce_debugger(self, params: RunParams, host: str, port: int) -> None:
         """Any DAP client can attach; the VS Code extension does so on this notification."""
         from shapelens.lsp.server import DEBUG_LISTENING
 
-        self.server.protocol.notify(DEBUG_LISTENING, {"uri": uri, "host": host, "port": port})
+        where = {"uri": params.uri, "host": host, "port": port}
+        self.server.protocol.notify(DEBUG_LISTENING, where)
+        if params.client_attaches:
+            return
         self.server.window_show_message(
             types.ShowMessageParams(
                 type=types.MessageType.Info,
