@@ -18,6 +18,7 @@ export interface DebugEndpoint {
   uri: string;
   host: string;
   port: number;
+  hide?: string[]; // the runner's own code: not the user's
 }
 
 export interface ClientConfig {

@@ -91,7 +91,15 @@ export class DebugIntegration implements vscode.Disposable {
       .catch((error: unknown) => this.output.error(`debug run failed: ${String(error)}`));
     try {
       const where = await listening;
-      return { ...config, request: "attach", connect: { host: where.host, port: where.port }, justMyCode: config.justMyCode ?? true };
+      return {
+        ...config,
+        request: "attach",
+        connect: { host: where.host, port: where.port },
+        justMyCode: config.justMyCode ?? true,
+        // The runner's frames under the user's code are not the user's: keep them out of
+        // the call stack and of stepping.
+        rules: [...(config.rules ?? []), ...(where.hide ?? []).map((path) => ({ path: `${path}/**`, include: false }))],
+      };
     } catch (error) {
       void vscode.window.showErrorMessage(`ShapeLens: ${error instanceof Error ? error.message : String(error)}`);
       return undefined;

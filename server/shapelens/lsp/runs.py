@@ -192,8 +192,10 @@ class RunManager:
     def _announce_debugger(self, params: RunParams, host: str, port: int) -> None:
         """Any DAP client can attach; the VS Code extension does so on this notification."""
         from shapelens.lsp.server import DEBUG_LISTENING
+        from shapelens.runner.launcher import RUNNER_PACKAGE
 
-        where = {"uri": params.uri, "host": host, "port": port}
+        # `hide`: paths a DAP client should treat as not the user's code (debugpy `rules`).
+        where = {"uri": params.uri, "host": host, "port": port, "hide": [RUNNER_PACKAGE]}
         self.server.protocol.notify(DEBUG_LISTENING, where)
         if params.client_attaches:
             return

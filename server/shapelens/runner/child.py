@@ -299,6 +299,7 @@ def _bundled_fallback() -> Iterator[None]:
         sys.path.remove(bundle)
 
 
+# Frames of the runner itself (and runpy's), hidden from the user's tracebacks.
 _HIDDEN_FILES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), runpy.__file__)
 
 

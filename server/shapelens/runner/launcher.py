@@ -22,12 +22,9 @@ from shapelens.runner.protocol import FrameReader
 from shapelens.runner.trace_builder import TraceBuilder
 from shapelens.trace import Trace
 
-_PACKAGE_PARENT = str(Path(__file__).resolve().parents[2])
-# Imports the child entry point from this very package, then gives sys.path back to the user.
-_BOOTSTRAP = (
-    "import sys; sys.path.insert(0, {path!r}); "
-    "from shapelens.runner.child import main; del sys.path[0]; main(sys.argv[1])"
-)
+_BOOTSTRAP = str(Path(__file__).with_name("_bootstrap.py"))
+RUNNER_PACKAGE = str(Path(__file__).resolve().parents[1])
+"""Where the runner's own frames live: debuggers are told to hide them."""
 STOP_GRACE_S = 0.5
 
 
@@ -125,7 +122,7 @@ def run_traced(
     started = time.monotonic()
     try:
         process = subprocess.Popen(
-            [python, "-c", _BOOTSTRAP.format(path=_PACKAGE_PARENT), json.dumps(config)],
+            [python, _BOOTSTRAP, json.dumps(config)],
             cwd=cwd,
             env=env,
             stdout=pipe,
