@@ -76,6 +76,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--quiet", "-q", action="store_true", help="do not print the listing")
     run.add_argument(
+        "--backend",
+        choices=("auto", "settrace", "monitoring"),
+        default="auto",
+        help="tracing mechanism (auto: sys.monitoring on Python 3.12+, else settrace)",
+    )
+    run.add_argument(
+        "--sample",
+        type=int,
+        metavar="N",
+        help="with sys.monitoring: stop watching a line after N hits (counts become N+)",
+    )
+    run.add_argument(
         "--log",
         nargs="?",
         const="-",
@@ -183,6 +195,8 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
         timeout_s=options.timeout,
         debug=options.debug,
         log=options.log,
+        backend=options.backend,
+        sample_hits=options.sample,
         findings=FindingsConfig(
             broadcast="broadcast" not in off,
             mismatch="mismatch" not in off,

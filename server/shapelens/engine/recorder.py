@@ -81,6 +81,9 @@ class Recorder:
         self.var_stats: dict[str, dict[int, dict[str, VarStats]]] = {}
         self.all_stats: list[VarStats] = []  # creation order: used to find where a tensor was born
         self.findings: list[Message] = []
+        self.sampled: dict[str, set[int]] = {}
+        """Lines whose events were switched off after enough hits: counts are lower bounds."""
+        self._sent_sampled = 0
         self._sent_line_hits: dict[tuple[str, int], int] = {}
         self._sent_findings = 0
 
@@ -95,6 +98,9 @@ class Recorder:
         stats = VarStats(file, line, name, tp)
         self.all_stats.append(stats)
         return stats
+
+    def mark_sampled(self, file: str, line: int) -> None:
+        self.sampled.setdefault(file, set()).add(line)
 
     def add_finding(self, finding: Message) -> None:
         self.findings.append(finding)
@@ -140,6 +146,11 @@ class Recorder:
                     stats.sent_hits = 0
         if changed:
             messages.append({"t": "vars", "entries": changed})
+        total_sampled = sum(len(lines) for lines in self.sampled.values())
+        if total_sampled != self._sent_sampled:
+            self._sent_sampled = total_sampled
+            entries = [[f, line] for f, lines in list(self.sampled.items()) for line in lines]
+            messages.append({"t": "sampled", "entries": entries})
         if len(self.findings) > self._sent_findings:
             new = self.findings[self._sent_findings :]
             self._sent_findings = len(self.findings)

@@ -42,7 +42,7 @@ _STORE_OPS = frozenset(
 )
 _GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
 _VARARGS, _VARKEYWORDS = 0x04, 0x08
-_NO_STATEMENT = -1
+NO_STATEMENT = _NO_STATEMENT = -1
 _MISSING = object()
 
 
@@ -201,6 +201,27 @@ class Tracer:
         except Exception:
             return None
 
+    # -- shared with the sys.monitoring backend --------------------------------------------
+    def info_for(self, code: CodeType) -> CodeInfo | None:
+        """What we know about ``code``, or ``None`` when it is not user code (cached)."""
+        info = self._codes.get(code, _MISSING)
+        if info is _MISSING:
+            info = self._codes[code] = self._describe(code)
+        return info  # type: ignore[return-value]
+
+    def known(self, code: CodeType) -> CodeInfo | None:
+        """Like :meth:`info_for`, without describing new code (for hot global events)."""
+        info = self._codes.get(code)
+        return info if isinstance(info, CodeInfo) else None
+
+    def enter_call(self, frame: FrameType, info: CodeInfo) -> None:
+        """A fresh call of user code: count the def line, record the arguments."""
+        if info.is_module:
+            return
+        info.hits[info.def_line] = info.hits.get(info.def_line, 0) + 1
+        if info.arg_names:
+            self._capture(frame, info, info.def_line, info.arg_names, True)
+
     def local_tracer(self, frame: FrameType, *, record_arguments: bool) -> TraceFunction | None:
         """A local tracer for a frame another tracer chose (snoop's targets), bypassing the
         scope; ``record_arguments`` is false for frames entered mid-way (``with`` blocks)."""
@@ -231,10 +252,8 @@ class Tracer:
             previous = statement_of.get(frame.f_lineno, frame.f_lineno)  # resumed after a yield
         else:
             previous = _NO_STATEMENT
-            if not info.is_module and record_arguments:
-                hits[info.def_line] = hits.get(info.def_line, 0) + 1
-                if info.arg_names:
-                    capture(frame, info, info.def_line, info.arg_names, True)
+            if record_arguments:
+                self.enter_call(frame, info)
 
         def local(frame: FrameType, event: str, arg: Any) -> TraceFunction:
             nonlocal previous

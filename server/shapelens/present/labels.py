@@ -36,7 +36,7 @@ def dtype_label(dtype: str | None) -> str:
     return DTYPE_ABBREVIATIONS.get(dtype, dtype)
 
 
-def var_label(var: TracedVar) -> str:
+def var_label(var: TracedVar, sampled: bool = False) -> str:
     if var.shape_varies:
         shapes = f"{shape_label(var.shapes[0])}…{shape_label(var.shape)}"
     else:
@@ -47,9 +47,9 @@ def var_label(var: TracedVar) -> str:
     if var.requires_grad:
         parts.append("grad")
     if var.hits > 1:
-        parts.append(f"×{var.hits}")
+        parts.append(f"×{var.hits}" + ("+" if sampled else ""))
     return " ".join(p for p in parts if p)
 
 
 def line_label(line: TracedLine, separator: str = "  ") -> str:
-    return separator.join(var_label(v) for v in line.vars)
+    return separator.join(var_label(v, line.sampled) for v in line.vars)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from shapelens.engine.findings import FindingsConfig
+from shapelens.engine.monitoring import MonitoringTracer
 from shapelens.engine.recorder import Recorder
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.source_map import SourceMaps
@@ -54,6 +55,10 @@ class ChildConfig:
     """Listen for a debugger (debugpy, 127.0.0.1) and wait for it before running."""
     log: str | None = None
     """Write the TorchSnooper-style log of the whole run here ("-": stderr)."""
+    backend: str = "auto"
+    """"settrace", "monitoring" (3.12+), or "auto": monitoring where available."""
+    sample_hits: int | None = None
+    """monitoring only: stop line events after this many hits of a line."""
 
     @classmethod
     def from_json(cls, text: str) -> ChildConfig:
@@ -70,6 +75,7 @@ class ChildRun:
 
     def __init__(self, config: ChildConfig) -> None:
         self.config = config
+        self._real_exit: Callable[[int], NoReturn] = os._exit
         self.writer = FrameWriter(config.channel_fd)
         self.recorder = Recorder()
         always = (os.path.abspath(config.target),) if config.mode == "script" else ()
@@ -87,9 +93,14 @@ class ChildRun:
         self.tracer = Tracer(
             scope=scope, recorder=self.recorder, findings=config.findings, sources=self.sources
         )
+        self.engine: Tracer | MonitoringTracer = self.tracer
+        available = hasattr(sys, "monitoring")
+        if config.backend == "monitoring" and not available:
+            self.fail(f"--backend monitoring needs Python 3.12+ (this is {sys.version.split()[0]})")
+        if available and config.backend in ("monitoring", "auto"):
+            self.engine = MonitoringTracer(self.tracer, sample_hits=config.sample_hits)
         self._flush_lock = threading.Lock()
         self._ended = False
-        self._real_exit: Callable[[int], NoReturn] = os._exit
 
     # -- channel -----------------------------------------------------------------------
     def flush(self) -> None:
@@ -247,7 +258,7 @@ class ChildRun:
                 self._start_log(self.config.log)
             except (ImportError, OSError) as err:
                 self.fail(f"cannot write the log {self.config.log}: {err}")
-        self.tracer.start()
+        self.engine.start()
         try:
             body()
         except SystemExit as err:
@@ -255,12 +266,12 @@ class ChildRun:
         except BaseException as err:
             exc = err
         finally:
-            self.tracer.stop()
+            self.engine.stop()
             if self.config.log is not None:
                 sys.settrace(None)
                 threading.settrace(None)
         if exc is not None:
-            self.tracer.conclude(exc)
+            self.engine.conclude(exc)
             self._outcome = (
                 "exception",
                 130 if isinstance(exc, KeyboardInterrupt) else 1,

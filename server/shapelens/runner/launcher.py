@@ -53,6 +53,10 @@ class RunRequest:
     """Start debugpy in the child (127.0.0.1, free port) and wait for a DAP client."""
     log: str | None = None
     """Also write the TorchSnooper-style log of the whole run to this file ("-": stderr)."""
+    backend: str = "auto"
+    """Tracing mechanism: "auto" (sys.monitoring on 3.12+), "settrace" or "monitoring"."""
+    sample_hits: int | None = None
+    """With sys.monitoring: stop a line's events after this many hits (counts become ≥)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +114,8 @@ def run_traced(
         "flush_interval": request.flush_interval_s,
         "debug": request.debug,
         "log": request.log,
+        "backend": request.backend,
+        "sample_hits": request.sample_hits,
     }
     argv = [request.target if request.module else target, *request.args]
     builder = TraceBuilder(argv=argv, on_debug=on_debug)

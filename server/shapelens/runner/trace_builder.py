@@ -34,6 +34,7 @@ class TraceBuilder:
         self._hits: dict[tuple[str, int], int] = {}
         self._vars: dict[tuple[str, int], dict[str, list[Any]]] = {}
         self._findings: list[dict[str, Any]] = []
+        self._sampled: set[tuple[str, int]] = set()
         self.crash: dict[str, Any] | None = None
         self._changed = False
 
@@ -68,6 +69,8 @@ class TraceBuilder:
         elif kind == "vars":
             for entry in message["entries"]:
                 self._vars.setdefault((entry[0], entry[1]), {})[entry[2]] = entry
+        elif kind == "sampled":
+            self._sampled = {(file, line) for file, line in message["entries"]}
         elif kind == "findings":
             self._findings.extend(message["entries"])
         elif kind == "hello":
@@ -112,6 +115,7 @@ class TraceBuilder:
                 file=file,
                 line=line,
                 hits=self._hits.get((file, line), 0),
+                sampled=(file, line) in self._sampled,
                 vars=tuple(_var(entry) for entry in self._vars.get((file, line), {}).values()),
             )
             for file, line in keys

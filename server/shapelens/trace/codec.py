@@ -56,6 +56,18 @@ def finding_to_json(f: Finding) -> dict[str, Any]:
     }
 
 
+def _line_to_json(line: TracedLine) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "file": line.file,
+        "line": line.line,
+        "hits": line.hits,
+        "vars": [var_to_json(v) for v in line.vars],
+    }
+    if line.sampled:
+        out["sampled"] = True
+    return out
+
+
 def trace_to_json(trace: Trace) -> dict[str, Any]:
     exc = trace.exception
     return {
@@ -69,15 +81,7 @@ def trace_to_json(trace: Trace) -> dict[str, Any]:
         "exception": None
         if exc is None
         else {"type": exc.type, "message": exc.message, "file": exc.file, "line": exc.line},
-        "lines": [
-            {
-                "file": line.file,
-                "line": line.line,
-                "hits": line.hits,
-                "vars": [var_to_json(v) for v in line.vars],
-            }
-            for line in trace.lines
-        ],
+        "lines": [_line_to_json(line) for line in trace.lines],
         "findings": [finding_to_json(f) for f in trace.findings],
     }
 
@@ -106,6 +110,7 @@ def trace_from_json(data: Any) -> Trace:
                     file=line["file"],
                     line=int(line["line"]),
                     hits=int(line["hits"]),
+                    sampled=bool(line.get("sampled", False)),
                     vars=tuple(
                         TracedVar(
                             name=v["name"],

@@ -41,6 +41,8 @@ class TracedLine:
     line: int
     hits: int
     vars: tuple[TracedVar, ...] = ()
+    sampled: bool = False
+    """Events were switched off after ``hits`` hits: counts are lower bounds."""
 
 
 @dataclass(frozen=True, kw_only=True)
