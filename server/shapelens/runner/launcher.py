@@ -20,6 +20,7 @@ from typing import IO
 from shapelens.engine.findings import FindingsConfig
 from shapelens.runner.protocol import FrameReader
 from shapelens.runner.trace_builder import TraceBuilder
+from shapelens.runner.warm import WarmProcess, WarmRunner
 from shapelens.trace import Trace
 
 _BOOTSTRAP = str(Path(__file__).with_name("_bootstrap.py"))
@@ -79,12 +80,14 @@ def run_traced(
     on_snapshot: SnapshotCallback | None = None,
     on_debug: DebugCallback | None = None,
     cancel: threading.Event | None = None,
+    warm: WarmRunner | None = None,
 ) -> RunResult:
     """Run ``request`` in a child process and return its trace. Never raises for user code.
 
     ``on_snapshot`` receives the results so far (status ``running``) at most once a second
     while new ones arrive, so an editor can show hints of a long run as it goes (also while
     a debugger holds it at a breakpoint). ``on_debug`` receives debugpy's host and port.
+    ``warm``: fork the child from this fork server when it is ready (same interpreter).
     """
     python = _resolve_python(request.python)
     cwd = os.path.abspath(request.cwd)
@@ -126,8 +129,19 @@ def run_traced(
         env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # frozen-modules warning noise
     pipe = subprocess.PIPE if request.capture_output else None
     started = time.monotonic()
+    process: subprocess.Popen[bytes] | WarmProcess | None = None
+    if warm is not None and warm.python == python:
+        process = warm.spawn(
+            {
+                "config": config,
+                "env": env,
+                "cwd": cwd,
+                "fds": {"channel": channel_write, "control": control_read, "crash": crash_write},
+            },
+            request.capture_output,
+        )
     try:
-        process = subprocess.Popen(
+        process = process or subprocess.Popen(
             [python, _BOOTSTRAP, json.dumps(config)],
             cwd=cwd,
             env=env,
@@ -193,7 +207,7 @@ class _Supervisor:
 
     def __init__(
         self,
-        process: subprocess.Popen[bytes],
+        process: subprocess.Popen[bytes] | WarmProcess,
         channel: int,
         control: int,
         builder: TraceBuilder,
@@ -270,7 +284,7 @@ class _Supervisor:
                 break
 
 
-def _kill_tree(process: subprocess.Popen[bytes]) -> None:
+def _kill_tree(process: subprocess.Popen[bytes] | WarmProcess) -> None:
     try:
         if process.pid == os.getpgid(process.pid):
             os.killpg(process.pid, signal.SIGKILL)
@@ -281,7 +295,7 @@ def _kill_tree(process: subprocess.Popen[bytes]) -> None:
 
 
 def _pump_output(
-    process: subprocess.Popen[bytes], on_output: OutputCallback | None
+    process: subprocess.Popen[bytes] | WarmProcess, on_output: OutputCallback | None
 ) -> list[threading.Thread]:
     """Drain stdout and stderr concurrently (a full pipe would block the child)."""
     threads = []

@@ -1,0 +1,128 @@
+"""Server side of the warm runner: starts the fork server once per interpreter and spawns
+runs through it. Falls back to a cold start whenever it is not ready or not healthy."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+_ZYGOTE = str(Path(__file__).with_name("zygote.py"))
+
+
+class WarmProcess:
+    """A run forked by the fork server, with the part of ``Popen``'s interface we use."""
+
+    def __init__(self, connection: socket.socket, pid: int, stdout: IO[bytes] | None,
+                 stderr: IO[bytes] | None) -> None:  # fmt: skip
+        self._connection = connection
+        self._reader = connection.makefile("rb")
+        self.pid = pid
+        self.stdout = stdout
+        self.stderr = stderr
+        self.returncode: int | None = None
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            line = self._reader.readline()
+            try:
+                self.returncode = int(json.loads(line)["exit"])
+            except (ValueError, KeyError, TypeError):
+                self.returncode = -9  # the fork server died with the run
+            self._reader.close()
+            self._connection.close()
+        return self.returncode
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.pid, 9)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+class WarmRunner:
+    """One fork server for one interpreter; ``spawn`` returns ``None`` until it is ready."""
+
+    def __init__(self, python: str) -> None:
+        self.python = python
+        self._directory = tempfile.mkdtemp(prefix="shapelens-warm-")  # 0700: ours alone
+        self.socket_path = os.path.join(self._directory, "zygote.sock")
+        self._ready = threading.Event()
+        self._process = subprocess.Popen(
+            [python, _ZYGOTE, self.socket_path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        threading.Thread(target=self._wait_ready, daemon=True).start()
+
+    def _wait_ready(self) -> None:
+        assert self._process.stdout is not None
+        if self._process.stdout.readline().strip() == b"ready":
+            self._ready.set()
+
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set() and self._process.poll() is None
+
+    def wait_ready(self, timeout: float) -> bool:
+        return self._ready.wait(timeout) and self._process.poll() is None
+
+    def spawn(self, request: dict[str, Any], capture_output: bool) -> WarmProcess | None:
+        """Fork a child for ``request`` (config, env, cwd) with the channel fds inside it.
+
+        ``request["fds"]`` holds ``channel``/``control``/``crash`` fds of the caller; stdout
+        and stderr are new pipes when capturing, else the caller's own."""
+        if not self.ready:
+            return None
+        fds = request.pop("fds")
+        if capture_output:
+            out_read, out_write = os.pipe()
+            err_read, err_write = os.pipe()
+        else:
+            out_read = err_read = -1
+            out_write, err_write = 1, 2
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            connection.connect(self.socket_path)
+            socket.send_fds(
+                connection,
+                [json.dumps(request).encode()],
+                [out_write, err_write, fds["channel"], fds["control"], fds["crash"]],
+            )
+            reply = json.loads(connection.makefile("rb").readline())
+        except (OSError, ValueError):
+            connection.close()
+            for fd in (out_read, err_read):
+                if fd >= 0:
+                    os.close(fd)
+            return None
+        finally:
+            if capture_output:
+                os.close(out_write)
+                os.close(err_write)
+        return WarmProcess(
+            connection,
+            int(reply["pid"]),
+            os.fdopen(out_read, "rb") if capture_output else None,
+            os.fdopen(err_read, "rb") if capture_output else None,
+        )
+
+    def close(self) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        for stream in (self._process.stdin, self._process.stdout):
+            if stream is not None:
+                stream.close()
+        try:
+            os.unlink(self.socket_path)
+        except OSError:
+            pass
+        if os.path.isdir(self._directory):
+            os.rmdir(self._directory)

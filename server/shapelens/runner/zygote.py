@@ -1,0 +1,114 @@
+"""The warm runner's fork server (runs in the user's interpreter): ``python zygote.py SOCKET``.
+
+It imports torch (when installed) and the engine once, then forks a fresh child per run, so
+"Run" costs a fork instead of an interpreter start and ``import torch``; user modules are
+imported only in the child, so they are never stale. Requests arrive on a Unix socket in a
+private directory (no network), each with the child's pipes as passed file descriptors
+(SCM_RIGHTS). Single-threaded: children are reaped on SIGCHLD through a wakeup pipe.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import sys
+from typing import Any
+
+MAX_REQUEST = 1 << 20
+FD_NAMES = ("stdout", "stderr", "channel", "control", "crash")
+
+
+def _preload() -> None:
+    try:
+        import torch  # noqa: F401  (the point of a warm runner)
+    except ImportError:
+        pass
+    import shapelens.runner.child  # noqa: F401
+
+
+def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
+    """In the forked child: become the traced process of this request."""
+    from shapelens.runner.child import ChildConfig, ChildRun
+
+    os.setsid()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(fds["stdout"], 1)
+    os.dup2(fds["stderr"], 2)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    config = dict(request["config"])
+    config.update(channel_fd=fds["channel"], control_fd=fds["control"], crash_fd=fds["crash"])
+    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+    sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+    ChildRun(ChildConfig.from_json(json.dumps(config))).run()
+
+
+def serve(path: str) -> None:
+    _preload()
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(8)
+    wakeup_read, wakeup_write = os.pipe()
+    os.set_blocking(wakeup_write, False)
+    signal.set_wakeup_fd(wakeup_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    children: dict[int, socket.socket] = {}
+    print("ready", flush=True)
+    while True:
+        try:
+            ready, _, _ = select.select([listener, wakeup_read, sys.stdin], [], [])
+        except InterruptedError:
+            continue
+        if sys.stdin in ready and not sys.stdin.readline():
+            break  # the server closed our stdin: it is gone, so are we
+        if wakeup_read in ready:
+            os.read(wakeup_read, 4096)
+            _reap(children)
+        if listener in ready:
+            connection, _ = listener.accept()
+            message, fds, _, _ = socket.recv_fds(connection, MAX_REQUEST, len(FD_NAMES))
+            request = json.loads(message)
+            pid = os.fork()
+            if pid == 0:
+                listener.close()
+                signal.set_wakeup_fd(-1)
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                try:
+                    _run_child(request, dict(zip(FD_NAMES, fds, strict=True)))
+                finally:
+                    os._exit(70)  # run() exits by itself; never fall back into the loop
+            for fd in fds:
+                os.close(fd)
+            connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+            children[pid] = connection
+            _reap(children)
+    for connection in children.values():
+        connection.close()
+
+
+def _reap(children: dict[int, socket.socket]) -> None:
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        connection = children.pop(pid, None)
+        if connection is not None:
+            code = os.waitstatus_to_exitcode(status)
+            try:
+                connection.sendall(json.dumps({"exit": code}).encode() + b"\n")
+            except OSError:
+                pass
+            connection.close()
+
+
+if __name__ == "__main__":
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    serve(sys.argv[1])
