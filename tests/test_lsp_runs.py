@@ -140,3 +140,30 @@ async def test_results_for_imported_files_and_reopen(lsp: LspSession) -> None:
     assert cleared == {"cleared": 2}
     assert await lsp.hints(main_uri) == {}
     assert not lsp.client.diagnostics[main_uri]
+
+
+async def test_warm_runner_forks_fresh_children(lsp: LspSession) -> None:
+    helper, _ = lsp.write("helper.py", "import numpy as np\nSIZE = 3\n")
+    path, uri = lsp.write(
+        "main.py",
+        "import os\nimport numpy as np\nimport helper\n"
+        "print('parent', os.getppid(), flush=True)\nv = np.ones(helper.SIZE)\n",
+    )
+    lsp.open(path)
+
+    async def run_and_parent() -> int:
+        before = len(lsp.client.log_messages)
+        assert (await lsp.run(uri))["status"] == "ok"
+        lines = [m.message for m in lsp.client.log_messages[before:] if "parent" in m.message]
+        return int(lines[-1].split()[-1])
+
+    cold_parent = await run_and_parent()  # the first run starts cold, and starts the fork server
+    for _ in range(40):  # later runs fork from it once it has imported torch
+        if await run_and_parent() != cold_parent:
+            break
+    else:
+        pytest.fail("no run was forked from the warm runner")
+    # user modules are imported fresh in each forked child, never stale
+    helper.write_text("import numpy as np\nSIZE = 5\n")
+    assert await run_and_parent() != cold_parent
+    assert (await lsp.hints(uri))[4] == "v (5,) f64 cpu"

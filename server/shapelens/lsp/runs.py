@@ -14,6 +14,8 @@ from lsprotocol import types
 from shapelens.engine.findings import FindingsConfig
 from shapelens.lsp.publish import publish_file
 from shapelens.runner import RunRequest, UsageError, run_traced
+from shapelens.runner.launcher import resolve_python
+from shapelens.runner.warm import WarmRunner
 from shapelens.trace import Trace
 
 if TYPE_CHECKING:
@@ -85,6 +87,21 @@ class RunManager:
     def __init__(self, server: ShapeLensServer) -> None:
         self.server = server
         self._active: dict[str, _ActiveRun] = {}
+        self._warm: WarmRunner | None = None
+
+    def warm_runner(self, python: str, env: dict[str, str]) -> WarmRunner:
+        """The fork server for ``python``, started on the first run (which runs cold)."""
+        if self._warm is not None and not self._warm.suits(python, env):
+            self._warm.close()
+            self._warm = None
+        if self._warm is None:
+            self._warm = WarmRunner(python, env)
+        return self._warm
+
+    def close(self) -> None:
+        if self._warm is not None:
+            self._warm.close()
+            self._warm = None
 
     def cancel(self, path: str | None = None) -> int:
         targets = [r for p, r in self._active.items() if path is None or p == path]
@@ -134,21 +151,16 @@ class RunManager:
             return self._fail(f"cannot run {params.path}: no such file")
         token = await self._begin_progress(name, active) if params.progress else None
         loop = asyncio.get_running_loop()
-        forwarded = [0]
+        output = _OutputForwarder(server, loop)
 
         def on_output(stream: str, text: str) -> None:
-            if forwarded[0] >= MAX_FORWARDED_OUTPUT:
-                return
-            forwarded[0] += len(text)
-            if forwarded[0] >= MAX_FORWARDED_OUTPUT:
-                text += f"\n[shapelens: output beyond {MAX_FORWARDED_OUTPUT} bytes not shown]\n"
-            kind = types.MessageType.Log if stream == "stdout" else types.MessageType.Warning
-            text = text.removesuffix("\n")  # each log message is a line of its own already
-            loop.call_soon_threadsafe(
-                server.window_log_message, types.LogMessageParams(type=kind, message=text)
-            )
+            output.feed(stream, text)
 
         sources: dict[str, tuple[str, ...]] = {params.path: script_source}
+        try:
+            warm = self.warm_runner(resolve_python(request.python), dict(request.env or {}))
+        except (OSError, UsageError):
+            warm = None  # no fork server: this run starts cold (and reports a bad interpreter)
 
         def publish(trace: Trace) -> None:
             for path in trace.files:
@@ -174,11 +186,13 @@ class RunManager:
                     on_snapshot=on_snapshot,
                     on_debug=on_debug,
                     cancel=active.cancel,
+                    warm=warm,
                 ),
             )
         except UsageError as err:
             self._end_progress(token, str(err))
             return self._fail(str(err))
+        output.flush()
         trace = result.trace
         if result.error is not None:
             self._end_progress(token, result.error)
@@ -264,6 +278,43 @@ class RunManager:
         self.server.window_show_message(
             types.ShowMessageParams(type=kind, message=f"ShapeLens: {text}")
         )
+
+
+class _OutputForwarder:
+    """The script's output as ``window/logMessage``, one message per batch of whole lines
+    (unbuffered writes arrive in fragments: "parent", " ", "42\\n"), capped per run."""
+
+    def __init__(self, server: ShapeLensServer, loop: asyncio.AbstractEventLoop) -> None:
+        self.server = server
+        self.loop = loop
+        self.forwarded = 0
+        self.partial: dict[str, str] = {}
+        self.lock = threading.Lock()
+
+    def feed(self, stream: str, text: str) -> None:
+        with self.lock:
+            if self.forwarded >= MAX_FORWARDED_OUTPUT:
+                return
+            self.forwarded += len(text)
+            buffered = self.partial.get(stream, "") + text
+            complete, newline, rest = buffered.rpartition("\n")
+            self.partial[stream] = rest
+            if self.forwarded >= MAX_FORWARDED_OUTPUT:
+                complete += f"\n[shapelens: output beyond {MAX_FORWARDED_OUTPUT} bytes not shown]"
+            if newline or self.forwarded >= MAX_FORWARDED_OUTPUT:
+                self._send(stream, complete)
+
+    def flush(self) -> None:
+        with self.lock:
+            for stream, rest in self.partial.items():
+                if rest:
+                    self._send(stream, rest)
+            self.partial.clear()
+
+    def _send(self, stream: str, text: str) -> None:
+        kind = types.MessageType.Log if stream == "stdout" else types.MessageType.Warning
+        params = types.LogMessageParams(type=kind, message=text)
+        self.loop.call_soon_threadsafe(self.server.window_log_message, params)
 
 
 def _summary(trace: Trace, cancelled: bool) -> dict[str, Any]:

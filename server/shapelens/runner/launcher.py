@@ -89,7 +89,7 @@ def run_traced(
     a debugger holds it at a breakpoint). ``on_debug`` receives debugpy's host and port.
     ``warm``: fork the child from this fork server when it is ready (same interpreter).
     """
-    python = _resolve_python(request.python)
+    python = resolve_python(request.python)
     cwd = os.path.abspath(request.cwd)
     if not os.path.isdir(cwd):
         raise UsageError(f"working directory does not exist: {request.cwd}")
@@ -130,7 +130,7 @@ def run_traced(
     pipe = subprocess.PIPE if request.capture_output else None
     started = time.monotonic()
     process: subprocess.Popen[bytes] | WarmProcess | None = None
-    if warm is not None and warm.python == python:
+    if warm is not None and not request.debug and warm.suits(python, env):
         process = warm.spawn(
             {
                 "config": config,
@@ -195,7 +195,7 @@ def _read_available(fd: int) -> str:
     return b"".join(chunks).decode("utf-8", errors="replace")
 
 
-def _resolve_python(python: str) -> str:
+def resolve_python(python: str) -> str:
     found = shutil.which(python) if os.sep not in python else python
     if found is None or not os.path.exists(found):
         raise UsageError(f"Python interpreter not found: {python}")

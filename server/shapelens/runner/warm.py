@@ -3,6 +3,7 @@ runs through it. Falls back to a cold start whenever it is not ready or not heal
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -39,17 +40,16 @@ class WarmProcess:
         return self.returncode
 
     def kill(self) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, 9)
-        except (ProcessLookupError, PermissionError):
-            pass
 
 
 class WarmRunner:
     """One fork server for one interpreter; ``spawn`` returns ``None`` until it is ready."""
 
-    def __init__(self, python: str) -> None:
+    def __init__(self, python: str, env: dict[str, str] | None = None) -> None:
         self.python = python
+        self.env = dict(os.environ if env is None else env)
         self._directory = tempfile.mkdtemp(prefix="shapelens-warm-")  # 0700: ours alone
         self.socket_path = os.path.join(self._directory, "zygote.sock")
         self._ready = threading.Event()
@@ -58,6 +58,7 @@ class WarmRunner:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
+            env=self.env,
         )
         threading.Thread(target=self._wait_ready, daemon=True).start()
 
@@ -72,6 +73,13 @@ class WarmRunner:
 
     def wait_ready(self, timeout: float) -> bool:
         return self._ready.wait(timeout) and self._process.poll() is None
+
+    def suits(self, python: str, env: dict[str, str]) -> bool:
+        """Same interpreter, and no start-up variable (PYTHONPATH, ...) that differs."""
+        startup = {
+            k for k in (*env, *self.env) if k.startswith("PYTHON") and k != "PYTHONUNBUFFERED"
+        }
+        return python == self.python and all(env.get(k) == self.env.get(k) for k in startup)
 
     def spawn(self, request: dict[str, Any], capture_output: bool) -> WarmProcess | None:
         """Fork a child for ``request`` (config, env, cwd) with the channel fds inside it.
@@ -120,9 +128,7 @@ class WarmRunner:
         for stream in (self._process.stdin, self._process.stdout):
             if stream is not None:
                 stream.close()
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(self.socket_path)
-        except OSError:
-            pass
         if os.path.isdir(self._directory):
             os.rmdir(self._directory)

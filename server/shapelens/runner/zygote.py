@@ -9,6 +9,7 @@ private directory (no network), each with the child's pipes as passed file descr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -22,10 +23,8 @@ FD_NAMES = ("stdout", "stderr", "channel", "control", "crash")
 
 
 def _preload() -> None:
-    try:
+    with contextlib.suppress(ImportError):
         import torch  # noqa: F401  (the point of a warm runner)
-    except ImportError:
-        pass
     import shapelens.runner.child  # noqa: F401
 
 
@@ -42,7 +41,9 @@ def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     config = dict(request["config"])
-    config.update(channel_fd=fds["channel"], control_fd=fds["control"], crash_fd=fds["crash"])
+    config.update(
+        channel_fd=fds["channel"], control_fd=fds["control"], crash_fd=fds["crash"], fast_exit=True
+    )
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
     ChildRun(ChildConfig.from_json(json.dumps(config))).run()
@@ -78,10 +79,10 @@ def serve(path: str) -> None:
                 listener.close()
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                try:
-                    _run_child(request, dict(zip(FD_NAMES, fds, strict=True)))
-                finally:
-                    os._exit(70)  # run() exits by itself; never fall back into the loop
+                # run() ends with sys.exit: SystemExit leaves serve() and this child exits as
+                # python does (thread joins, then atexit, where the last results are sent).
+                _run_child(request, dict(zip(FD_NAMES, fds, strict=True)))
+                os._exit(70)  # not reached: never fall back into the server loop
             for fd in fds:
                 os.close(fd)
             connection.sendall(json.dumps({"pid": pid}).encode() + b"\n")
@@ -102,10 +103,8 @@ def _reap(children: dict[int, socket.socket]) -> None:
         connection = children.pop(pid, None)
         if connection is not None:
             code = os.waitstatus_to_exitcode(status)
-            try:
+            with contextlib.suppress(OSError):
                 connection.sendall(json.dumps({"exit": code}).encode() + b"\n")
-            except OSError:
-                pass
             connection.close()
 
 

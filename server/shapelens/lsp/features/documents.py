@@ -13,6 +13,10 @@ def register(server: ShapeLensServer) -> None:
     def initialize(ls: ShapeLensServer, params: types.InitializeParams) -> None:
         ls.apply_settings(params.initialization_options)
 
+    @server.feature(types.SHUTDOWN)
+    def shutdown(ls: ShapeLensServer, params: None) -> None:
+        ls.runs.close()  # the warm runner's fork server goes with us
+
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def did_change_configuration(
         ls: ShapeLensServer, params: types.DidChangeConfigurationParams
