@@ -34,6 +34,15 @@ def change(uri: str, version: int, start: tuple[int, int], end: tuple[int, int],
     )
 
 
+async def edit(lsp: LspSession, params: types.DidChangeTextDocumentParams) -> None:
+    """Send an edit and wait until the server re-published for it (after its debounce)."""
+    published = lsp.client.protocol.wait_for_notification_async(
+        types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS
+    )
+    lsp.client.text_document_did_change(params)
+    await published
+
+
 def broadcast_lines(lsp: LspSession, uri: str) -> list[int]:
     return [
         d.range.start.line for d in lsp.client.diagnostics.get(uri, []) if d.code == "broadcast"
@@ -59,20 +68,40 @@ async def test_hints_move_with_their_lines(lsp: LspSession) -> None:
     assert broadcast_lines(lsp, uri) == [7]
 
     # the `b` line is edited: its hint disappears at once, the others stay put
-    lsp.client.text_document_did_change(change(uri, 3, (4, 8), (4, 9), "4"))
+    lsp.client.text_document_did_change(change(uri, 3, (4, 8), (4, 9), "4"))  # no waiting
     expected = {k + 2: v for k, v in HINTS.items() if k != 2}
     assert await lsp.hints(uri) == expected
 
     # lines deleted above: hints and the diagnostic move up
-    lsp.client.text_document_did_change(change(uri, 4, (1, 0), (3, 0), ""))
+    await edit(lsp, change(uri, 4, (1, 0), (3, 0), ""))
     assert await lsp.hints(uri) == {k: v for k, v in HINTS.items() if k != 2}
     assert broadcast_lines(lsp, uri) == [5]
 
     # the flagged line itself is edited: its diagnostic goes away rather than mislead
-    lsp.client.text_document_did_change(change(uri, 5, (5, 0), (5, 3), "worse"))
+    await edit(lsp, change(uri, 5, (5, 0), (5, 3), "worse"))
     assert await lsp.hints(uri) == {
         1: "a (2,2) f64 cpu",
         3: "c (2,) f64 cpu",
         4: "col (2,1) f64 cpu",
     }
     assert broadcast_lines(lsp, uri) == []
+
+
+async def test_tooltips_are_resolved_on_demand(lsp: LspSession) -> None:
+    path, uri = lsp.write("main.py", SOURCE)
+    lsp.open(path)
+    await lsp.run(uri)
+    hints = await lsp.client.text_document_inlay_hint_async(
+        types.InlayHintParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(types.Position(0, 0), types.Position(10, 0)),
+        )
+    )
+    [b_hint] = [h for h in hints or [] if str(h.label).startswith("b ")]
+    assert b_hint.tooltip is None  # not built for every hint up front
+    resolved = await lsp.client.inlay_hint_resolve_async(b_hint)
+    assert "**b** · `numpy.ndarray`" in resolved.tooltip.value  # type: ignore[union-attr]
+    # after an edit the old hint resolves to nothing rather than to the wrong line
+    lsp.client.text_document_did_change(change(uri, 2, (0, 0), (0, 0), "# top\n"))
+    stale = await lsp.client.inlay_hint_resolve_async(b_hint)
+    assert stale.tooltip is None

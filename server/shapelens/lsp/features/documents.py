@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from lsprotocol import types
 
 from shapelens.lsp.publish import publish_file
 from shapelens.lsp.server import ShapeLensServer
+
+PUBLISH_DELAY_S = 0.15
 
 
 def register(server: ShapeLensServer) -> None:
@@ -34,6 +38,18 @@ def register(server: ShapeLensServer) -> None:
     def did_open(ls: ShapeLensServer, params: types.DidOpenTextDocumentParams) -> None:
         refresh(ls, params.text_document.uri)
 
+    pending: dict[str, asyncio.TimerHandle] = {}
+
     @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: ShapeLensServer, params: types.DidChangeTextDocumentParams) -> None:
-        refresh(ls, params.text_document.uri)
+        # Re-publish once typing pauses: a burst of keystrokes costs one update, not one each.
+        # (Requests such as inlay hints always map the results onto the current text.)
+        uri = params.text_document.uri
+        if uri in pending:
+            pending.pop(uri).cancel()
+
+        def publish() -> None:
+            pending.pop(uri, None)
+            refresh(ls, uri)
+
+        pending[uri] = asyncio.get_running_loop().call_later(PUBLISH_DELAY_S, publish)

@@ -22,7 +22,7 @@ def register(server: ShapeLensServer) -> None:
         if view is None:
             return None
         line = params.position.line
-        if params.position.character > end_of_line(document, line).character:
+        if params.position.character > end_of_line(document, document.lines, line).character:
             return None  # past the end of the line: an empty answer, not a guess
         try:
             word = document.word_at_position(params.position)
