@@ -43,9 +43,12 @@ def _wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def measure(name: str, hot: Callable[..., Any], *args: Any) -> None:
     """Run ``hot(*args)`` under the chosen tracer and report its CPU time as JSON."""
-    import torch
+    try:
+        import torch
 
-    torch.set_num_threads(1)  # idle OpenMP workers would add CPU time that is not tracing
+        torch.set_num_threads(1)  # idle OpenMP workers would add CPU time that is not tracing
+    except ImportError:
+        pass  # numpy workloads also run where torch is not installed (Python 3.12+ here)
     wrapped = _wrap(hot)
     start = time.process_time()
     wrapped(*args)

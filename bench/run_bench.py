@@ -26,8 +26,20 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-WORKLOADS = ("seed_loop", "tight_loop", "mlp")
-TOOLS = ("untraced", "shapelens", "shapelens-snoop", "torchsnooper", "snoop")
+WORKLOADS = ("seed_loop", "tight_loop", "mlp", "numpy_loop")
+NUMPY_ONLY = ("numpy_loop",)  # the only workloads for Python 3.12+ here (no torch there)
+PY312 = ROOT / ".venv312" / "bin" / "python"  # made by `make test` (pytest-other-pythons)
+MODERN_TOOLS = ("untraced-3.12", "shapelens-3.12")
+SAMPLE_HITS = "100"
+TOOLS = (
+    "untraced",
+    "shapelens",
+    "untraced-3.12",
+    "shapelens-3.12",
+    "shapelens-snoop",
+    "torchsnooper",
+    "snoop",
+)
 WRAPPED_TOOLS = ("shapelens-snoop", "torchsnooper", "snoop")  # decorate the hot function
 ANCHOR_TOOLS = ("torchsnooper", "snoop")
 QUICK_SCALE = "0.05"  # --quick only checks that the harness works: shrink the loops 20x
@@ -65,6 +77,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         env.pop("SHAPELENS_BENCH_SCALE", None)  # a stray value would skew a real run
 
     cells = {(w, t): Cell() for w in workloads for t in tools}
+    for (workload, tool), cell in cells.items():
+        if tool in MODERN_TOOLS and (workload not in NUMPY_ONLY or not PY312.exists()):
+            cell.error = "n/a"  # torch is 3.11-only here; 3.12 needs `make test` first
+        if workload in NUMPY_ONLY and tool in ("shapelens-snoop", *ANCHOR_TOOLS):
+            cell.error = "n/a"
     for tool in ANCHOR_TOOLS:
         if tool in tools and anchors.error is not None:
             for workload in workloads:
@@ -212,6 +229,19 @@ def _tool_command(tool: str, script: Path, shapelens: list[str], anchors: Anchor
         return [*shapelens, "run", "--quiet", str(script)]
     if tool == "shapelens-snoop":  # `from shapelens import snoop`, in the project's venv
         return [sys.executable, str(script)]
+    if tool == "untraced-3.12":
+        return [str(PY312), str(script)]
+    if tool == "shapelens-3.12":  # sys.monitoring with per-line sampling
+        return [
+            str(PY312),
+            "-m",
+            "shapelens",
+            "run",
+            "--quiet",
+            "--sample",
+            SAMPLE_HITS,
+            str(script),
+        ]
     assert anchors.python is not None
     return [str(anchors.python), str(script)]
 
@@ -345,6 +375,8 @@ def _render(
         "untraced": "untraced (CPU s)",
         "shapelens": f"shapelens (py{py})",
         "shapelens-snoop": "shapelens snoop()",
+        "untraced-3.12": "untraced 3.12 (CPU s)",
+        "shapelens-3.12": f"shapelens (py3.12, sampling {SAMPLE_HITS})",
         "torchsnooper": f"torchsnooper {anchors.versions.get('torchsnooper', '')}".strip(),
         "snoop": f"snoop {anchors.versions.get('snoop', '')}".strip(),
     }
@@ -362,10 +394,13 @@ def _render(
     ]
     notes: list[str] = []
     for workload in workloads:
-        base_cell = cells.get((workload, "untraced"))
-        base = statistics.median(base_cell.samples) if base_cell and base_cell.samples else None
         row = [workload]
         for tool in tools:
+            # Each interpreter is compared with itself untraced.
+            base_cell = cells.get(
+                (workload, "untraced-3.12" if tool in MODERN_TOOLS else "untraced")
+            )
+            base = statistics.median(base_cell.samples) if base_cell and base_cell.samples else None
             cell = cells[workload, tool]
             if cell.error == "n/a":
                 row.append("n/a")
@@ -375,7 +410,7 @@ def _render(
                 notes.append(f"- {tool} on {workload} failed: {cell.error}")
                 continue
             value = statistics.median(cell.samples)
-            if tool == "untraced":
+            if tool in ("untraced", "untraced-3.12"):
                 row.append(f"{value:.3f} s")
             elif base is None or base <= 0:
                 row.append(f"({value:.3f} s)")
