@@ -3,52 +3,17 @@ methods, other user files, containers, return values (numpy: runs on every inter
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from conftest import line_of, run_cli
 
+SAMPLES = Path(__file__).with_name("samples")
 
-def test_control_flow_and_scopes(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    main = script(
-        """
-        import numpy as np
 
-        def grow(n):
-            seq = np.zeros((n, 3))
-            return seq
-
-        def fact(k):
-            if k == 0:
-                base = np.ones(1)
-                return base
-            deeper = fact(k - 1)
-            return deeper
-
-        def gen(n):
-            for i in range(n):
-                item = np.zeros(i + 1)
-                yield item
-
-        def outer():
-            scale = np.ones((2, 2))
-            def inner(v):
-                scaled = v * scale
-                return scaled
-            return inner(np.ones((2, 2)))
-
-        for n in range(2, 6):
-            out = grow(n)
-        r = fact(3)
-        items = [g for g in gen(3)]
-        squares = [np.zeros(j) for j in range(4)]
-        total = sum(x.size for x in squares)
-        nest = outer()
-        multi = np.concatenate(
-            [np.zeros(2),
-             np.ones(3)]
-        )
-        """
-    )
+def test_control_flow_and_scopes(tmp_path: Path) -> None:
+    main = tmp_path / "main.py"  # the golden sample both backends are compared on
+    shutil.copy(SAMPLES / "control_flow.py", main)
     run = run_cli("--quiet", "main.py", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     seq = run.var(main, line_of(main, "seq ="), "seq")
@@ -73,6 +38,7 @@ def test_control_flow_and_scopes(script, tmp_path: Path) -> None:  # type: ignor
     assert run.var(main, line_of(main, "scaled ="), "scaled")["shape"] == [2, 2]
     assert run.var(main, line_of(main, "def inner"), "v")["shape"] == [2, 2]
     assert run.var(main, line_of(main, "nest ="), "nest")["shape"] == [2, 2]
+    assert run.var(main, line_of(main, "product ="), "product")["shape"] == [2, 2]  # a method
     # a multi-line statement is reported once, on its first line
     multi = run.var(main, line_of(main, "multi ="), "multi")
     assert multi["hits"] == 1 and multi["shape"] == [5]

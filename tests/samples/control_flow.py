@@ -22,13 +22,23 @@ def gen(n):
         yield item
 
 
+def outer():
+    scale = np.ones((2, 2))
+
+    def inner(v):
+        scaled = v * scale
+        return scaled
+
+    return inner(np.ones((2, 2)))
+
+
 class Scaler:
     def __init__(self, factor):
         self.factor = factor
 
     def apply(self, x):
-        scaled = x * self.factor
-        return scaled
+        product = x * self.factor
+        return product
 
 
 for n in range(2, 6):
@@ -36,5 +46,7 @@ for n in range(2, 6):
 r = fact(3)
 items = [g for g in gen(3)]
 squares = [np.zeros(j) for j in range(4)]
+total = sum(x.size for x in squares)
+nest = outer()
 result = Scaler(2.0).apply(np.ones((2, 2)))
 multi = np.concatenate([np.zeros(2), np.ones(3)])
