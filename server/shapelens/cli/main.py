@@ -76,6 +76,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--quiet", "-q", action="store_true", help="do not print the listing")
     run.add_argument(
+        "--nproc-per-node",
+        type=int,
+        metavar="N",
+        help="run under torchrun with N processes, every rank traced, one merged trace",
+    )
+    run.add_argument(
+        "--torchrun-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra torchrun option, e.g. --torchrun-arg=--max-restarts=0; repeatable",
+    )
+    run.add_argument(
         "--backend",
         choices=("auto", "settrace", "monitoring"),
         default="auto",
@@ -129,6 +142,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="also scan GPU tensors for NaN/Inf (synchronises the device)",
     )
     run.add_argument("script", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]")
+    merge = commands.add_parser(
+        "merge", help="merge the per-rank traces of a distributed run (SHAPELENS_TRACE_DIR)"
+    )
+    merge.add_argument("directory", help="folder holding rank-N.frames files")
+    merge.add_argument("-o", "--output", required=True, metavar="PATH", help="merged trace")
     lsp = commands.add_parser("lsp", help="start the language server (stdio by default)")
     lsp.add_argument("--tcp", action="store_true", help="listen on TCP instead of stdio")
     lsp.add_argument("--host", default="127.0.0.1", help="loopback address to bind (--tcp)")
@@ -153,6 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run(parser, options)
     if options.command == "lsp":
         return _lsp(parser, options)
+    if options.command == "merge":
+        return _merge(options)
     parser.print_help(sys.stderr)
     return 2
 
@@ -205,10 +225,17 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
             nonfinite_on_gpu=options.nonfinite_on_gpu,
         ),
     )
+    if options.nproc_per_node is not None and options.nproc_per_node < 1:
+        parser.error("--nproc-per-node must be at least 1")
     # Ctrl-C reaches the child (same process group); we wait for it to finish its way.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        result = run_traced(request, on_debug=_announce_debugger)
+        if options.nproc_per_node is not None:
+            from shapelens.runner.distributed import run_distributed
+
+            result = run_distributed(request, options.nproc_per_node, tuple(options.torchrun_arg))
+        else:
+            result = run_traced(request, on_debug=_announce_debugger)
     except UsageError as err:
         print(f"shapelens: {err}", file=sys.stderr)
         return 2
@@ -228,6 +255,22 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
         color = options.color if options.color is not None else _wants_color()
         sys.stderr.write(render_listing(trace, color=color))
     return trace.exit_code
+
+
+def _merge(options: argparse.Namespace) -> int:
+    from shapelens.runner.distributed import read_rank_traces
+    from shapelens.trace.merge import merge_traces
+
+    if not os.path.isdir(options.directory):
+        print(f"shapelens: no such directory: {options.directory}", file=sys.stderr)
+        return 2
+    ranks, ended = read_rank_traces(options.directory, os.getcwd())
+    if not ranks:
+        print(f"shapelens: no rank-N.frames files in {options.directory}", file=sys.stderr)
+        return 2
+    write_trace(merge_traces(ranks, ended_at=ended), options.output)
+    print(f"shapelens: merged {len(ranks)} ranks into {options.output}", file=sys.stderr)
+    return 0
 
 
 def _announce_debugger(host: str, port: int) -> None:

@@ -36,7 +36,19 @@ def dtype_label(dtype: str | None) -> str:
     return DTYPE_ABBREVIATIONS.get(dtype, dtype)
 
 
+def _rank_label(var: TracedVar) -> str | None:
+    """``x (8,3) r0 | (7,3) r1`` when ranks disagree; None when they agree."""
+    distinct = {(r.shape, r.dtype, r.device) for r in var.ranks}
+    if len(distinct) <= 1:
+        return None
+    parts = [f"{shape_label(r.shape)} r{r.rank}" for r in var.ranks]
+    return f"{var.name} " + " | ".join(parts)
+
+
 def var_label(var: TracedVar, sampled: bool = False) -> str:
+    per_rank = _rank_label(var)
+    if per_rank is not None:
+        return per_rank
     if var.shape_varies:
         shapes = f"{shape_label(var.shapes[0])}…{shape_label(var.shape)}"
     else:

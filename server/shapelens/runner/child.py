@@ -18,6 +18,7 @@ import select
 import signal
 import sys
 import threading
+import time
 import tokenize
 import traceback
 import types
@@ -118,7 +119,13 @@ class ChildRun:
         self._ended = True
         self.flush()
         self.writer.send(
-            {"t": "end", "status": status, "exit_code": exit_code, "exception": exception}
+            {
+                "t": "end",
+                "status": status,
+                "exit_code": exit_code,
+                "exception": exception,
+                "ended_at": time.time(),  # orders failing ranks: the first is the cause
+            }
         )
 
     def _flusher(self) -> None:

@@ -90,36 +90,12 @@ def run_traced(
     ``warm``: fork the child from this fork server when it is ready (same interpreter).
     """
     python = resolve_python(request.python)
-    cwd = os.path.abspath(request.cwd)
-    if not os.path.isdir(cwd):
-        raise UsageError(f"working directory does not exist: {request.cwd}")
-    target = request.target
-    if not request.module:
-        target = os.path.join(cwd, target)
-        if not os.path.exists(target):
-            raise UsageError(f"cannot run {request.target}: no such file")
+    cwd, target = checked_target(request)
     channel_read, channel_write = os.pipe()
     control_read, control_write = os.pipe()
     crash_read, crash_write = os.pipe()
-    config = {
-        "mode": "module" if request.module else "script",
-        "target": request.target if request.module else target,
-        "display": request.target,
-        "args": list(request.args),
-        "channel_fd": channel_write,
-        "control_fd": control_read,
-        "crash_fd": crash_write,
-        "root": cwd,
-        "include": list(request.include),
-        "exclude": list(request.exclude),
-        "functions": list(request.functions),
-        "findings": asdict(request.findings),
-        "flush_interval": request.flush_interval_s,
-        "debug": request.debug,
-        "log": request.log,
-        "backend": request.backend,
-        "sample_hits": request.sample_hits,
-    }
+    config = child_config(request, cwd, target)
+    config.update(channel_fd=channel_write, control_fd=control_read, crash_fd=crash_write)
     argv = [request.target if request.module else target, *request.args]
     builder = TraceBuilder(argv=argv, on_debug=on_debug)
     env = dict(os.environ if request.env is None else request.env)
@@ -179,6 +155,39 @@ def run_traced(
     duration = time.monotonic() - started
     trace = builder.build(duration_s=duration, returncode=process.returncode, outcome=outcome)
     return RunResult(trace=trace, error=builder.error)
+
+
+def checked_target(request: RunRequest) -> tuple[str, str]:
+    """The absolute working directory and target, or a clear :class:`UsageError`."""
+    cwd = os.path.abspath(request.cwd)
+    if not os.path.isdir(cwd):
+        raise UsageError(f"working directory does not exist: {request.cwd}")
+    target = request.target
+    if not request.module:
+        target = os.path.join(cwd, target)
+        if not os.path.exists(target):
+            raise UsageError(f"cannot run {request.target}: no such file")
+    return cwd, target
+
+
+def child_config(request: RunRequest, cwd: str, target: str) -> dict[str, object]:
+    """What the child needs to know (the channel fds are added by whoever makes them)."""
+    return {
+        "mode": "module" if request.module else "script",
+        "target": request.target if request.module else target,
+        "display": request.target,
+        "args": list(request.args),
+        "root": cwd,
+        "include": list(request.include),
+        "exclude": list(request.exclude),
+        "functions": list(request.functions),
+        "findings": asdict(request.findings),
+        "flush_interval": request.flush_interval_s,
+        "debug": request.debug,
+        "log": request.log,
+        "backend": request.backend,
+        "sample_hits": request.sample_hits,
+    }
 
 
 def _read_available(fd: int) -> str:

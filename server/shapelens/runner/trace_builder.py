@@ -95,7 +95,9 @@ class TraceBuilder:
             return "timeout", TIMEOUT_EXIT_CODE, "cancelled"
         if self.end is not None:
             return self.end["status"], int(self.end["exit_code"]), None
-        code = returncode if returncode is not None else -1
+        if returncode is None:
+            return "crashed", 1, "ended without a final record"
+        code = returncode
         if code < 0:
             try:
                 name = signal.Signals(-code).name

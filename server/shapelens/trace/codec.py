@@ -11,6 +11,7 @@ from typing import Any
 from shapelens.trace.model import (
     ExceptionInfo,
     Finding,
+    RankValue,
     RelatedLocation,
     Trace,
     TracedLine,
@@ -42,6 +43,18 @@ def var_to_json(var: TracedVar) -> dict[str, Any]:
     }
     if var.grad_fn is not None:
         out["grad_fn"] = var.grad_fn
+    if var.ranks:
+        out["ranks"] = [
+            {
+                "rank": r.rank,
+                "shape": None if r.shape is None else list(r.shape),
+                "dtype": r.dtype,
+                "device": r.device,
+                "requires_grad": r.requires_grad,
+                "hits": r.hits,
+            }
+            for r in var.ranks
+        ]
     return out
 
 
@@ -122,6 +135,17 @@ def trace_from_json(data: Any) -> Trace:
                             hits=int(v["hits"]),
                             shapes=tuple(_shape(s) or () for s in v["shapes"]),
                             grad_fn=v.get("grad_fn"),
+                            ranks=tuple(
+                                RankValue(
+                                    rank=int(r["rank"]),
+                                    shape=_shape(r["shape"]),
+                                    dtype=r["dtype"],
+                                    device=r["device"],
+                                    requires_grad=r["requires_grad"],
+                                    hits=int(r["hits"]),
+                                )
+                                for r in v.get("ranks", ())
+                            ),
                         )
                         for v in line["vars"]
                     ),

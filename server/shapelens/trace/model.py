@@ -15,6 +15,18 @@ Severity = Literal["error", "warning", "info"]
 
 
 @dataclass(frozen=True, kw_only=True)
+class RankValue:
+    """One rank's last value of a variable in a distributed run."""
+
+    rank: int
+    shape: tuple[int, ...] | None
+    dtype: str | None
+    device: str | None
+    requires_grad: bool | None
+    hits: int
+
+
+@dataclass(frozen=True, kw_only=True)
 class TracedVar:
     """One variable (or container entry) bound on one line, aggregated over all hits."""
 
@@ -27,6 +39,8 @@ class TracedVar:
     hits: int
     shapes: tuple[tuple[int, ...], ...]
     grad_fn: str | None = None
+    ranks: tuple[RankValue, ...] = ()
+    """Per-rank values of a distributed run (empty for a single process)."""
 
     @property
     def shape_varies(self) -> bool:
