@@ -52,6 +52,7 @@ bench: install
 	$(PY) bench/run_bench.py
 	$(PY) bench/lsp_latency.py --out bench/results/latest.md
 	$(PY) bench/scale.py --out bench/results/latest.md
+	$(PY) bench/distributed.py --out bench/results/latest.md
 
 clean:
 	rm -rf $(VENV) .venv3* .venv-anchors .pytest_cache .mypy_cache .ruff_cache

@@ -116,3 +116,24 @@ def test_dataloader_workers_neither_hang_nor_write_into_the_channel(script, tmp_
     assert run.trace is not None and run.trace["status"] == "ok"
     batch = run.var(main, line_of(main, "for batch in loader"), "batch")
     assert (batch["shape"], batch["hits"]) == ([4, 1], 3)
+
+
+async def test_language_server_runs_ranks(lsp) -> None:  # type: ignore[no-untyped-def]
+    from lsprotocol import types
+
+    path, uri = lsp.write("ddp.py", "FAIL = False\n" + DDP)
+    lsp.open(path)
+    result = await lsp.run(uri, nprocPerNode=2)
+    assert result["status"] == "ok", result
+    shard_line = line_of(path, "shard =") - 1
+    assert (await lsp.hints(uri))[shard_line] == "shard (8,3) r0 | (7,3) r1"
+    codes = {d.code for d in lsp.client.diagnostics[uri] if d.range.start.line == shard_line}
+    assert codes == {"rank_divergence"}
+    hover = await lsp.client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(shard_line, 1),
+        )
+    )
+    assert hover is not None
+    assert "| rank 1 | `(7,3) float32 cpu ×1` |" in hover.contents.value  # type: ignore[union-attr]

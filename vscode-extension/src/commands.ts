@@ -18,6 +18,15 @@ export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
   return [
     vscode.commands.registerCommand("shapelens.runFile", (uri?: vscode.Uri) => run(deps, uri)),
     vscode.commands.registerCommand("shapelens.runFunctionAt", (uri: vscode.Uri, fn: string) => run(deps, uri, fn)),
+    vscode.commands.registerCommand("shapelens.runFileDistributed", async (uri?: vscode.Uri) => {
+      const answer = await vscode.window.showInputBox({
+        title: "ShapeLens: Run File on N Processes",
+        prompt: "Processes per node (torchrun --nproc-per-node); every rank is traced",
+        value: "2",
+        validateInput: (text) => (/^[1-9][0-9]*$/.test(text.trim()) ? undefined : "a whole number, at least 1"),
+      });
+      return answer === undefined ? undefined : run(deps, uri, undefined, Number(answer.trim()));
+    }),
     vscode.commands.registerCommand("shapelens.cancelRun", () => deps.client.executeCommand("shapelens.cancel", {})),
     vscode.commands.registerCommand("shapelens.clearResults", async () => {
       deps.decorations.clear();
@@ -32,7 +41,12 @@ export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
   ];
 }
 
-async function run(deps: CommandDeps, uri?: vscode.Uri, fn?: string): Promise<RunSummary | undefined> {
+async function run(
+  deps: CommandDeps,
+  uri?: vscode.Uri,
+  fn?: string,
+  nprocPerNode?: number,
+): Promise<RunSummary | undefined> {
   if (!vscode.workspace.isTrusted) {
     void vscode.window.showWarningMessage("ShapeLens runs your code, so it only works in a trusted workspace.");
     return undefined;
@@ -46,7 +60,8 @@ async function run(deps: CommandDeps, uri?: vscode.Uri, fn?: string): Promise<Ru
   if (document.isDirty) {
     await document.save(); // the run reads the file from disk, as Run Python File does
   }
-  const name = path.basename(target.fsPath) + (fn ? ` · ${fn}` : "");
+  const name =
+    path.basename(target.fsPath) + (fn ? ` · ${fn}` : "") + (nprocPerNode ? ` · ${nprocPerNode} processes` : "");
   deps.status.running(name);
   try {
     const summary = await vscode.window.withProgress(
@@ -61,6 +76,7 @@ async function run(deps: CommandDeps, uri?: vscode.Uri, fn?: string): Promise<Ru
             function: fn,
             args: deps.settings().extraArgs,
             progress: false, // this notification is the progress UI
+            ...(nprocPerNode ? { nprocPerNode } : {}),
           })) as RunSummary;
         } finally {
           cancel.dispose();

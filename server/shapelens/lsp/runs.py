@@ -13,7 +13,7 @@ from lsprotocol import types
 
 from shapelens.engine.findings import FindingsConfig
 from shapelens.lsp.publish import publish_file
-from shapelens.runner import RunRequest, UsageError, run_traced
+from shapelens.runner import RunRequest, RunResult, UsageError, run_traced
 from shapelens.runner.launcher import resolve_python
 from shapelens.runner.warm import WarmRunner
 from shapelens.trace import Trace
@@ -37,6 +37,8 @@ class RunParams:
     """Run under debugpy; ``shapelens/debugListening`` says where to attach."""
     client_attaches: bool = False
     """The client attaches on ``shapelens/debugListening`` itself: no message to the user."""
+    nproc_per_node: int | None = None
+    """Run under torchrun with this many processes, every rank traced."""
 
 
 class InvalidRunParams(ValueError):
@@ -63,6 +65,9 @@ def parse_run_params(raw: Any) -> RunParams:
     progress = raw.get("progress", True)
     debug = raw.get("debug", False)
     client_attaches = raw.get("clientAttaches", False)
+    nproc = raw.get("nprocPerNode")
+    if nproc is not None and (not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1):
+        raise InvalidRunParams("nprocPerNode must be a positive integer")
     if not all(isinstance(flag, bool) for flag in (progress, debug, client_attaches)):
         raise InvalidRunParams("progress, debug and clientAttaches must be true or false")
     return RunParams(
@@ -74,6 +79,7 @@ def parse_run_params(raw: Any) -> RunParams:
         progress=progress,
         debug=debug,
         client_attaches=client_attaches,
+        nproc_per_node=nproc,
     )
 
 
@@ -177,18 +183,24 @@ class RunManager:
         def on_debug(host: str, port: int) -> None:
             loop.call_soon_threadsafe(self._announce_debugger, params, host, port)
 
-        try:
-            result = await loop.run_in_executor(
-                None,
-                lambda: run_traced(
-                    request,
-                    on_output=on_output,
-                    on_snapshot=on_snapshot,
-                    on_debug=on_debug,
-                    cancel=active.cancel,
-                    warm=warm,
-                ),
+        def start() -> RunResult:
+            if params.nproc_per_node is not None:
+                from shapelens.runner.distributed import run_distributed
+
+                return run_distributed(
+                    request, params.nproc_per_node, on_output=on_output, cancel=active.cancel
+                )
+            return run_traced(
+                request,
+                on_output=on_output,
+                on_snapshot=on_snapshot,
+                on_debug=on_debug,
+                cancel=active.cancel,
+                warm=warm,
             )
+
+        try:
+            result = await loop.run_in_executor(None, start)
         except UsageError as err:
             self._end_progress(token, str(err))
             return self._fail(str(err))

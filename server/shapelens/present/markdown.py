@@ -18,6 +18,13 @@ def var_table(var: TracedVar, *, born: str | None = None) -> str:
     rows.append(("hits", str(var.hits)))
     if var.shape_varies:
         rows.append(("shapes seen", ", ".join(shape_label(s) for s in var.shapes)))
+    for rank in var.ranks:  # distributed runs: each rank's own value
+        rows.append(
+            (
+                f"rank {rank.rank}",
+                f"{shape_label(rank.shape)} {rank.dtype} {rank.device} ×{rank.hits}",
+            )
+        )
     body = "\n".join(f"| {key} | `{value}` |" for key, value in rows)
     if born:  # already markdown (it quotes the source line as code)
         body += f"\n| born | {born} |"

@@ -9,16 +9,19 @@ import re
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
 
 from shapelens.runner.launcher import (
+    OutputCallback,
     RunRequest,
     RunResult,
     UsageError,
     checked_target,
     child_config,
+    pump_output,
     resolve_python,
 )
 from shapelens.runner.protocol import FrameReader
@@ -31,9 +34,17 @@ TRACE_DIR_VARIABLE = "SHAPELENS_TRACE_DIR"
 
 
 def run_distributed(
-    request: RunRequest, nproc_per_node: int, torchrun_args: tuple[str, ...] = ()
+    request: RunRequest,
+    nproc_per_node: int,
+    torchrun_args: tuple[str, ...] = (),
+    *,
+    on_output: OutputCallback | None = None,
+    cancel: threading.Event | None = None,
 ) -> RunResult:
-    """``torchrun --nproc-per-node N`` with every rank traced; the ranks' traces merged."""
+    """``torchrun --nproc-per-node N`` with every rank traced; the ranks' traces merged.
+
+    With ``request.capture_output`` the output goes to ``on_output`` (the language server's
+    stdout is its protocol channel); ``cancel`` stops every rank."""
     python = resolve_python(request.python)
     cwd, target = checked_target(request)
     directory = os.environ.get(TRACE_DIR_VARIABLE) or tempfile.mkdtemp(prefix="shapelens-ranks-")
@@ -47,18 +58,28 @@ def run_distributed(
         _RANK, directory, json.dumps(config),
     ]  # fmt: skip
     started = time.monotonic()
-    process = subprocess.Popen(command, cwd=cwd, env=request.env, start_new_session=True)
+    pipe = subprocess.PIPE if request.capture_output else None
+    process = subprocess.Popen(
+        command, cwd=cwd, env=request.env, start_new_session=True, stdout=pipe, stderr=pipe
+    )
+    pumps = pump_output(process, on_output) if request.capture_output else []
+    deadline = None if request.timeout_s is None else started + request.timeout_s
+    stopped = False
     try:
-        returncode = process.wait(timeout=request.timeout_s)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        returncode = process.wait()
-        timed_out = True
+        while process.poll() is None:
+            if (cancel is not None and cancel.is_set()) or (
+                deadline is not None and time.monotonic() >= deadline
+            ):
+                os.killpg(process.pid, signal.SIGKILL)
+                stopped = True
+                break
+            time.sleep(0.1)  # torchrun gives no event to wait on: poll cancel and deadline
     except KeyboardInterrupt:
         os.killpg(process.pid, signal.SIGINT)
-        returncode = process.wait()
-        timed_out = False
+    returncode = process.wait()
+    for pump in pumps:
+        pump.join()
+    timed_out = stopped
     ranks, ended = read_rank_traces(directory, cwd, duration_s=time.monotonic() - started)
     if not ranks:
         raise UsageError(f"no rank wrote a trace into {directory} (torchrun exited {returncode})")

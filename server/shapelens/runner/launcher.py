@@ -140,7 +140,7 @@ def run_traced(
     os.close(channel_write)
     os.close(control_read)
     os.close(crash_write)
-    pumps = _pump_output(process, on_output) if request.capture_output else []
+    pumps = pump_output(process, on_output) if request.capture_output else []
     supervisor = _Supervisor(
         process, channel_read, control_write, builder, request.timeout_s, cancel
     )
@@ -303,7 +303,7 @@ def _kill_tree(process: subprocess.Popen[bytes] | WarmProcess) -> None:
         pass
 
 
-def _pump_output(
+def pump_output(
     process: subprocess.Popen[bytes] | WarmProcess, on_output: OutputCallback | None
 ) -> list[threading.Thread]:
     """Drain stdout and stderr concurrently (a full pipe would block the child)."""
