@@ -223,3 +223,24 @@ async def test_debug_run_reports_where_to_attach(lsp: LspSession) -> None:
         types.ExecuteCommandParams(command="shapelens.inlineValueExpression", arguments=[])
     )
     assert "describe" in expression and "locals()" in expression
+
+
+async def test_load_a_trace_written_elsewhere(lsp: LspSession) -> None:
+    from conftest import run_cli
+
+    path, uri = lsp.write("remote.py", "import numpy as np\ngrid = np.zeros((2, 5))\n")
+    written = run_cli("--quiet", "remote.py", cwd=lsp.root)  # as if on a remote box
+    assert written.trace is not None
+    lsp.open(path)
+    assert await lsp.hints(uri) == {}  # nothing ran here
+    loaded = await lsp.client.workspace_execute_command_async(
+        types.ExecuteCommandParams(
+            command="shapelens.loadTrace", arguments=[{"path": str(lsp.root / ".trace.json")}]
+        )
+    )
+    assert loaded == {"status": "ok", "lines": 2, "findings": 0}
+    assert await lsp.hints(uri) == {1: "grid (2,5) f64 cpu"}
+    bad = await lsp.client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="shapelens.loadTrace", arguments=[{"path": str(path)}])
+    )
+    assert bad["status"] == "error" and "cannot load" in bad["message"]

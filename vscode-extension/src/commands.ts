@@ -27,6 +27,19 @@ export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
       });
       return answer === undefined ? undefined : run(deps, uri, undefined, Number(answer.trim()));
     }),
+    vscode.commands.registerCommand("shapelens.openTrace", async () => {
+      // A trace written elsewhere (`--json`, SHAPELENS_TRACE, `shapelens merge`): nothing runs.
+      const [file] =
+        (await vscode.window.showOpenDialog({
+          title: "ShapeLens: Open Trace",
+          filters: { "ShapeLens trace": ["json"] },
+          canSelectMany: false,
+        })) ?? [];
+      if (file) {
+        const summary = (await deps.client.executeCommand("shapelens.loadTrace", { path: file.fsPath })) as RunSummary;
+        deps.status.finished(path.basename(file.fsPath), summary);
+      }
+    }),
     vscode.commands.registerCommand("shapelens.cancelRun", () => deps.client.executeCommand("shapelens.cancel", {})),
     vscode.commands.registerCommand("shapelens.clearResults", async () => {
       deps.decorations.clear();

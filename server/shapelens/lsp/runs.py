@@ -171,7 +171,7 @@ class RunManager:
         def publish(trace: Trace) -> None:
             for path in trace.files:
                 if path not in sources:
-                    sources[path] = _read_lines(path)
+                    sources[path] = read_lines(path)
             for path in server.results.update(trace, sources, owner=params.path):
                 publish_file(server, path)
             if server.supports_inlay_refresh():
@@ -340,7 +340,7 @@ def _summary(trace: Trace, cancelled: bool) -> dict[str, Any]:
     }
 
 
-def _read_lines(path: str) -> tuple[str, ...]:
+def read_lines(path: str) -> tuple[str, ...]:
     try:
         with open(path, encoding="utf-8", errors="replace") as source:
             return tuple(source.read().splitlines(keepends=True))

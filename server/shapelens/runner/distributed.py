@@ -52,8 +52,10 @@ def run_distributed(
     for stale in glob.glob(os.path.join(directory, "rank-*")):
         os.unlink(stale)
     config = child_config(request, cwd, target)
+    # One node unless the user set up a rendezvous for several (multi-node jobs).
+    multi_node = any(a.startswith(("--nnodes", "--rdzv", "--master")) for a in torchrun_args)
     command = [
-        python, "-m", "torch.distributed.run", "--standalone",
+        python, "-m", "torch.distributed.run", *([] if multi_node else ["--standalone"]),
         f"--nproc-per-node={nproc_per_node}", *torchrun_args,
         _RANK, directory, json.dumps(config),
     ]  # fmt: skip
