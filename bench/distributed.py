@@ -12,6 +12,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from report import emit  # bench/ is on sys.path: these scripts run as files
+
 WORKLOAD = Path(__file__).with_name("workloads") / "ddp_train.py"
 
 
@@ -39,7 +41,7 @@ def main() -> int:
             plain.append(_run([*torchrun, str(WORKLOAD)], out))
             shapelens.append(_run([*traced, str(WORKLOAD)], out))
     base, mine = statistics.median(plain), statistics.median(shapelens)
-    table = "\n".join(
+    emit(
         [
             f"Distributed: 2-rank DDP (gloo, CPU), rank 0 hot section, median of {options.repeat}.",
             "",
@@ -47,12 +49,9 @@ def main() -> int:
             "|---|---:|---:|",
             f"| torchrun, untraced | {base:.3f} | 1.00× |",
             f"| shapelens run --nproc-per-node 2 | {mine:.3f} | {mine / base:.2f}× |",
-        ]
+        ],
+        options.out,
     )
-    print(table)
-    if options.out:
-        with options.out.open("a") as handle:
-            handle.write("\n" + table + "\n")
     return 0
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
+from report import emit  # bench/ is on sys.path: these scripts run as files
 
 SCRIPTS = {
     "numpy script": "import numpy as np\na = np.ones((4, 2))\nb = a * 2\n",
@@ -75,17 +76,14 @@ def main() -> int:
             timings = asyncio.run(measure(source, Path(tmp), options.repeat))
             warm = statistics.median(timings[-options.repeat :])
             rows.append(f"| {name} | {timings[0]:.2f} | {warm:.3f} |")
-    table = "\n".join(
+    emit(
         [
             "Language server latency: `shapelens.run` until inlay hints arrive.",
             "",
             *rows,
-        ]
+        ],
+        options.out,
     )
-    print(table)
-    if options.out:
-        with options.out.open("a") as out:
-            out.write("\n" + table + "\n")
     return 0
 
 

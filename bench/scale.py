@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from report import emit  # bench/ is on sys.path: these scripts run as files
+
 LOOP = """
 import numpy as np
 acc = np.zeros(4)
@@ -186,7 +188,7 @@ def main() -> int:
     version = subprocess.run(
         [options.python, "--version"], capture_output=True, text=True
     ).stdout.strip()
-    table = "\n".join(
+    emit(
         [
             f"Scale ({version}): memory and trace size do not grow with iterations.",
             "",
@@ -195,12 +197,9 @@ def main() -> int:
             "| language server, 5,000-line traced file: textDocument/inlayHint | ms |",
             "|---|---:|",
             *(f"| {name} | {seconds * 1000:.1f} |" for name, seconds in latency.items()),
-        ]
+        ],
+        options.out,
     )
-    print(table)
-    if options.out:
-        with options.out.open("a") as out:
-            out.write("\n" + table + "\n")
     return 0
 
 
