@@ -18,12 +18,17 @@ WORKLOAD = Path(__file__).with_name("workloads") / "ddp_train.py"
 
 
 def _run(command: list[str], out: Path) -> float:
-    out.unlink(missing_ok=True)
     env = {**os.environ, "SHAPELENS_BENCH_OUT": str(out)}
-    subprocess.run(
-        command, env=env, cwd=WORKLOAD.parent, capture_output=True, check=True, timeout=600
-    )
-    return float(json.loads(out.read_text())["cpu_s"])
+    for attempt in range(2):  # torchrun's rendezvous can fail for a moment: retry once
+        out.unlink(missing_ok=True)
+        done = subprocess.run(
+            command, env=env, cwd=WORKLOAD.parent, capture_output=True, timeout=600
+        )
+        if done.returncode == 0:
+            return float(json.loads(out.read_text())["cpu_s"])
+        if attempt == 1:
+            raise SystemExit(f"{' '.join(command[2:6])} failed:\n{done.stderr.decode()[-2000:]}")
+    raise AssertionError("unreachable")
 
 
 def main() -> int:
