@@ -170,9 +170,9 @@ class Tracer:
     # -- global trace functions ----------------------------------------------------------
     def _global(self, frame: FrameType, event: str, arg: Any) -> TraceFunction | None:
         code = frame.f_code
-        info = self._codes.get(code, _MISSING)
+        info = self._codes.get(code, _MISSING)  # the hit path stays inline: every call event
         if info is _MISSING:
-            info = self._codes[code] = self._describe(code)
+            info = self.info_for(code)
         if info is None:
             return None
         return self._enter(frame, info)  # type: ignore[arg-type]
@@ -196,10 +196,13 @@ class Tracer:
         file = self.scope.user_file(code.co_filename)
         if file is None or not self.scope.wants_code(code):
             return None
+        return self._code_info(code, file)
+
+    def _code_info(self, code: CodeType, file: str) -> CodeInfo | None:
         try:
             return CodeInfo(code, file, self.sources.get(file), self.recorder)
         except Exception:
-            return None
+            return None  # code we cannot analyse is left untraced, never an error
 
     # -- shared with the sys.monitoring backend --------------------------------------------
     def info_for(self, code: CodeType) -> CodeInfo | None:
@@ -230,10 +233,8 @@ class Tracer:
         if info is None:
             if code.co_filename.startswith("<"):
                 return None
-            file = os.path.realpath(code.co_filename)
-            try:
-                info = CodeInfo(code, file, self.sources.get(file), self.recorder)
-            except Exception:
+            info = self._code_info(code, os.path.realpath(code.co_filename))
+            if info is None:
                 return None
             self._codes[code] = info
         return self._enter(frame, info, record_arguments=record_arguments)
