@@ -40,8 +40,15 @@ async def test_example_2_hints_and_broadcast_diagnostic(lsp: LspSession) -> None
     labels = {entry["line"]: entry["label"] for entry in update["lines"]}
     assert labels[pred_line] == "pred (4,1) f32 cpu grad ×10"
     assert lsp.refreshes == 0  # VS Code 1.65 capabilities have no inlayHint refreshSupport
-    # the script's output was forwarded as log messages
-    assert any("\n" in m.message or m.message for m in lsp.client.log_messages)
+    # the script's stdout (one loss per step) was forwarded as log messages, nothing else
+    printed = [
+        line
+        for m in lsp.client.log_messages
+        if m.type == types.MessageType.Log
+        for line in m.message.splitlines()
+    ]
+    assert len(printed) == 10, printed
+    assert all(float(line) > 0 for line in printed)
 
     hover = await lsp.client.text_document_hover_async(
         types.HoverParams(

@@ -45,8 +45,9 @@ const INSERTED_TEXT = '# a line inserted by the end-to-end test';
 const LOSS_BACKWARD_LINE = 'loss.backward()';
 const RUN_FILE_TITLE = 'ShapeLens: Run File';
 const DEBUG_FILE_TITLE = 'ShapeLens: Debug File';
-/** In the command line of the process that runs the user's script under the tracer. */
-const TRACED_CHILD = 'shapelens.runner.child';
+/** In the command line of the process that runs the user's script under the tracer
+ * (server/shapelens/runner/_bootstrap.py; debug runs always start it cold, never forked). */
+const TRACED_CHILD = 'shapelens/runner/_bootstrap.py';
 const CLEAR_TITLE = 'ShapeLens: Clear';
 const REVERT_TITLE = 'File: Revert File';
 
@@ -367,6 +368,13 @@ class Run {
       ),
     );
     log(`  line ${inline.number}: ${JSON.stringify(inline.value)}`);
+    // The wait for the debuggee's end below means something only if we see it running now.
+    const debuggee = await this.step('see the debugged script running while paused', async () => {
+      const running = await this.tracker.markedProcessesRunning(TRACED_CHILD);
+      if (running.length === 0) throw new Error(`no process with ${TRACED_CHILD} in its command line while paused`);
+      return running;
+    }, { screenshot: false });
+    log(`  ${debuggee.length} traced child process(es): ${debuggee.join(', ')}`);
     await writeFile(path.join(config.artifacts, 'editor-while-paused.txt'), `${formatLines(await editorLines(page))}\n`);
 
     // The session attaches to debugpy, so Shift+F5 is the toolbar's "Disconnect".
