@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+from shapelens.present.findings import finding_message, related_locations
+from shapelens.trace.codec import finding_from_json
+
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
 
@@ -40,8 +43,18 @@ class Run:
         raise AssertionError(f"{name} not on line {number}: {[v['name'] for v in entry['vars']]}")
 
     def findings(self, kind: str) -> list[dict[str, Any]]:
+        """The trace's findings of ``kind``: their data, plus ``message`` and ``related`` as
+        the user reads them (rendered by ``shapelens.present``, as every surface does)."""
         assert self.trace is not None
-        return [f for f in self.trace["findings"] if f["kind"] == kind]
+        return [rendered(f) for f in self.trace["findings"] if f["kind"] == kind]
+
+
+def rendered(data: dict[str, Any]) -> dict[str, Any]:
+    finding = finding_from_json(data)
+    related = [
+        {"file": r.file, "line": r.line, "message": r.message} for r in related_locations(finding)
+    ]
+    return {**data, "message": finding_message(finding), "related": related}
 
 
 def run_cli(

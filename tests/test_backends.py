@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from conftest import line_of, run_cli
+from conftest import line_of, rendered, run_cli
 
 SAMPLES = Path(__file__).with_name("samples")
 needs_monitoring = pytest.mark.skipif(
@@ -32,7 +32,7 @@ def _normalised(trace: dict[str, Any]) -> dict[str, Any]:
             )
             for entry in trace["lines"]
         ],
-        "findings": [(f["kind"], f["line"], f["message"]) for f in trace["findings"]],
+        "findings": [(f["kind"], f["line"], rendered(f)["message"]) for f in trace["findings"]],
     }
 
 

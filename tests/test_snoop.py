@@ -233,7 +233,7 @@ def test_shapelens_trace_env_writes_a_trace(tmp_path: Path) -> None:
     trace = json.loads(trace_path.read_text())
     h = next(v for line in trace["lines"] for v in line["vars"] if v["name"] == "h")
     assert (h["shape"], h["hits"]) == ([4, 4], 3)
-    assert trace["schema"] == "shapelens.trace/1"
+    assert trace["schema"] == "shapelens.trace/2"
 
 
 def test_run_log_writes_the_whole_run(tmp_path: Path) -> None:

@@ -6,11 +6,11 @@ import linecache
 import os
 from collections.abc import Iterable
 
+from shapelens.present.findings import SEVERITY_MARKS, finding_detail, related_locations
 from shapelens.present.labels import line_label
 from shapelens.trace import Finding, Trace, TracedLine
 
 _GAP = 3  # unexecuted runs longer than this are folded into one "⋮" line
-_MARK = {"error": "✖", "warning": "⚠", "info": "ℹ"}
 
 
 class _Style:
@@ -81,9 +81,9 @@ def _render_file(trace: Trace, file: str, style: _Style, cwd: str) -> Iterable[s
         pad = " " * max(1, code_width - len(code) + 2)
         yield gutter + code + (pad + style.hint(label) if label else "")
         for finding in findings.get(number, []):
-            mark = f"{_MARK.get(finding.severity, '•')} {finding.kind}: "
-            yield indent + style.severity(finding.severity, mark) + _strip_kind(finding)
-            for related in finding.related:
+            mark = f"{SEVERITY_MARKS.get(finding.severity, '•')} {finding.kind}: "
+            yield indent + style.severity(finding.severity, mark) + finding_detail(finding)
+            for related in related_locations(finding):
                 where = f"{_display_path(related.file, cwd)}:{related.line}"
                 yield indent + "    " + style.dim(f"↳ {where}: {related.message}")
         if exc is not None and number == exc_line:
@@ -103,23 +103,18 @@ def _display_path(path: str, cwd: str) -> str:
     return os.path.relpath(path, cwd) if path.startswith(os.path.join(cwd, "")) else path
 
 
-def _strip_kind(finding: Finding) -> str:
-    prefix = finding.kind.replace("_", " ") + ": "
-    message = finding.message
-    if message.startswith(f"{finding.kind}: "):
-        return message[len(finding.kind) + 2 :]
-    if message.startswith(prefix):
-        return message[len(prefix) :]
-    return message
-
-
 def _summary(trace: Trace, style: _Style) -> str:
     counts: dict[str, int] = {}
     for finding in trace.findings:
         counts[finding.severity] = counts.get(finding.severity, 0) + 1
     found = ", ".join(f"{n} {s}{'s' if n > 1 else ''}" for s, n in sorted(counts.items()))
     status = trace.status + (f" ({trace.detail})" if trace.detail else "")
+    compiled = {
+        "eager": "torch.compile ran eagerly (--compile keeps it)",
+        "compiled": "torch.compile kept (no hints inside compiled code)",
+    }.get(trace.compile_mode or "")
     return style.dim(
         f"shapelens: {status}, exit {trace.exit_code}, {len(trace.lines)} lines traced, "
-        f"{found or 'no findings'}, {trace.duration_s:.2f}s"
+        f"{found or 'no findings'}, {compiled + ', ' if compiled else ''}"
+        f"{trace.duration_s:.2f}s"
     )

@@ -11,11 +11,20 @@ tensor-like local (container entries flattened one level, at most 8 each),
 
 from __future__ import annotations
 
-HELPER_SOURCE = """
+import inspect
+
+from shapelens.present.shapes import DTYPE_ABBREVIATIONS, shape_text
+
+# The shape is written by the very function the hints use: its source travels in the helper.
+_PRESENT_SOURCE = (
+    "from __future__ import annotations\n"
+    + inspect.getsource(shape_text)
+    + f"\nDTYPE_ABBREVIATIONS = {DTYPE_ABBREVIATIONS!r}\n"
+)
+
+HELPER_SOURCE = _PRESENT_SOURCE + """
 def describe(scope):
-    short = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16",
-             "int64": "i64", "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8",
-             "complex64": "c64", "complex128": "c128"}
+    short = DTYPE_ABBREVIATIONS
 
     def tensor_like(value):
         kind = type(value)
@@ -23,8 +32,7 @@ def describe(scope):
 
     def label(value):
         try:
-            shape = tuple(int(d) for d in value.shape)
-            dims = "(%d,)" % shape[0] if len(shape) == 1 else "(" + ",".join(map(str, shape)) + ")"
+            dims = shape_text(tuple(int(d) for d in value.shape))
         except Exception:
             dims = "(?)"
         dtype = str(value.dtype)

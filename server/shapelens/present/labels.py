@@ -2,38 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
+from shapelens.present.shapes import dtype_text, shape_text
 from shapelens.trace import TracedLine, TracedVar
-
-DTYPE_ABBREVIATIONS = {
-    "float32": "f32",
-    "float64": "f64",
-    "float16": "f16",
-    "bfloat16": "bf16",
-    "int64": "i64",
-    "int32": "i32",
-    "int16": "i16",
-    "int8": "i8",
-    "uint8": "u8",
-    "complex64": "c64",
-    "complex128": "c128",
-    "bool": "bool",
-}
-
-
-def shape_label(shape: Sequence[int] | None) -> str:
-    if shape is None:
-        return "(?)"
-    if len(shape) == 1:
-        return f"({shape[0]},)"
-    return "(" + ",".join(str(d) for d in shape) + ")"
-
-
-def dtype_label(dtype: str | None) -> str:
-    if dtype is None:
-        return ""
-    return DTYPE_ABBREVIATIONS.get(dtype, dtype)
 
 
 def _rank_label(var: TracedVar) -> str | None:
@@ -41,7 +11,7 @@ def _rank_label(var: TracedVar) -> str | None:
     distinct = {(r.shape, r.dtype, r.device) for r in var.ranks}
     if len(distinct) <= 1:
         return None
-    parts = [f"{shape_label(r.shape)} r{r.rank}" for r in var.ranks]
+    parts = [f"{shape_text(r.shape)} r{r.rank}" for r in var.ranks]
     return f"{var.name} " + " | ".join(parts)
 
 
@@ -50,10 +20,10 @@ def var_label(var: TracedVar, sampled: bool = False) -> str:
     if per_rank is not None:
         return per_rank
     if var.shape_varies:
-        shapes = f"{shape_label(var.shapes[0])}…{shape_label(var.shape)}"
+        shapes = f"{shape_text(var.shapes[0])}…{shape_text(var.shape)}"
     else:
-        shapes = shape_label(var.shape)
-    parts = [var.name, shapes, dtype_label(var.dtype)]
+        shapes = shape_text(var.shape)
+    parts = [var.name, shapes, dtype_text(var.dtype)]
     if var.device is not None:
         parts.append(var.device)
     if var.requires_grad:

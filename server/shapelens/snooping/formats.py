@@ -10,10 +10,14 @@ meta, sparse or nested tensor prints like any other instead of ``REPR FAILED``.
 
 from __future__ import annotations
 
-import cmath
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from shapelens.engine import values
+from shapelens.engine.findings.nonfinite import nonfinite_flags
+from shapelens.engine.values import dtype_name
+from shapelens.present.shapes import shape_text
 
 DEFAULT_PROPERTIES = ("shape", "dtype", "device", "requires_grad", "has_nan", "has_inf")
 
@@ -60,16 +64,11 @@ class TensorFormat:
         except Exception:
             return "(?)"  # nested tensors have no single shape
         names = getattr(tensor, "names", None)
-        if names and any(n is not None for n in names):
-            parts = [
-                f"{n}={d}" if n is not None else str(d) for n, d in zip(names, shape, strict=False)
-            ]
-            return "(" + ", ".join(parts) + ")"
-        return str(shape)
+        named = names if names and any(n is not None for n in names) else None
+        return shape_text(shape, python=True, names=named)
 
     def repr_dtype(self, tensor: Any) -> str:
-        text = str(tensor.dtype)
-        return text[6:] if text.startswith("torch.") else text
+        return dtype_name(tensor.dtype) or "?"
 
     def repr_device(self, tensor: Any) -> str:
         return str(tensor.device)
@@ -90,22 +89,12 @@ class TensorFormat:
 
     def _nonfinite(self, tensor: Any, kind: str) -> bool | None:
         """True/False when checked, None when the bounded rules skip this tensor."""
-        try:
-            dtype = tensor.dtype
-            if not (dtype.is_floating_point or dtype.is_complex):
-                return False
-            if tensor.device.type != "cpu" and not self.nonfinite_on_gpu:
-                return None
-            if tensor.layout is not _torch().strided or tensor.is_nested:
-                return None
-            if tensor.numel() > self.nonfinite_max_elements:
-                return None
-            data = tensor.detach()
-            if cmath.isfinite(data.sum().item()):  # one reduction: finite means neither
-                return False
-            return bool(data.isnan().any() if kind == "nan" else data.isinf().any())
-        except Exception:
+        flags = nonfinite_flags(
+            tensor, values.TORCH, self.nonfinite_max_elements, self.nonfinite_on_gpu
+        )
+        if flags is None:
             return None
+        return flags[0] if kind == "nan" else flags[1]
 
     def __call__(self, tensor: Any) -> str:
         parts: list[str] = []
@@ -123,7 +112,7 @@ class TensorFormat:
 
 class NumpyFormat:
     def __call__(self, array: Any) -> str:
-        return f"ndarray<{array.shape}, {array.dtype.name}>"
+        return f"ndarray<{shape_text(array.shape, python=True)}, {array.dtype.name}>"
 
 
 default_format = TensorFormat()

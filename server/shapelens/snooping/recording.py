@@ -15,8 +15,8 @@ from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.recorder import Recorder
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.tracer import TraceFunction, Tracer
-from shapelens.runner.trace_builder import TraceBuilder
 from shapelens.trace import write_trace
+from shapelens.trace.builder import TraceBuilder
 
 ENV_VARIABLE = "SHAPELENS_TRACE"
 

@@ -1,4 +1,7 @@
-"""JSON codec for the trace file (``shapelens run --json``), schema ``shapelens.trace/1``."""
+"""JSON codec for the trace file (``shapelens run --json``), schema ``shapelens.trace/2``.
+
+``/2`` carries findings as data (expression, operands, facts); a ``/1`` file is migrated on
+load: each finding keeps its message as ``note`` and its ``related`` locations."""
 
 from __future__ import annotations
 
@@ -9,8 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from shapelens.trace.model import (
+    CompileMode,
     ExceptionInfo,
     Finding,
+    ModuleFacts,
+    Operand,
     RankValue,
     RelatedLocation,
     Trace,
@@ -18,7 +24,8 @@ from shapelens.trace.model import (
     TracedVar,
 )
 
-SCHEMA_ID = "shapelens.trace/1"
+SCHEMA_ID = "shapelens.trace/2"
+READABLE_SCHEMAS = ("shapelens.trace/1", SCHEMA_ID)
 SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 
@@ -58,15 +65,106 @@ def var_to_json(var: TracedVar) -> dict[str, Any]:
     return out
 
 
+def _operand_to_json(o: Operand) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "name": o.name,
+        "shape": None if o.shape is None else list(o.shape),
+        "dtype": o.dtype,
+        "device": o.device,
+        "requires_grad": o.requires_grad,
+        "line": o.line,
+    }
+    optional = {"file": o.file, "born_as": o.born_as, "rank": o.rank}
+    out.update({k: v for k, v in optional.items() if v is not None})
+    if o.passed_in:
+        out["passed_in"] = True
+    if o.odd:
+        out["odd"] = True
+    if o.module is not None:
+        out["module"] = {
+            "class": o.module.cls,
+            "expects": dict(o.module.expects),
+            "file": o.module.file,
+            "line": o.module.line,
+        }
+    return out
+
+
 def finding_to_json(f: Finding) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "kind": f.kind,
         "severity": f.severity,
         "file": f.file,
         "line": f.line,
-        "message": f.message,
-        "related": [{"file": r.file, "line": r.line, "message": r.message} for r in f.related],
+        "expression": f.expression,
+        "operands": [_operand_to_json(o) for o in f.operands],
     }
+    facts = {
+        "operator": f.operator,
+        "result_shape": None if f.result_shape is None else list(f.result_shape),
+        "state": f.state,
+        "hit": f.hit,
+        "error": f.error,
+        "expected": f.expected,
+        "rank": f.rank,
+        "note": f.note,
+    }
+    out.update({k: v for k, v in facts.items() if v is not None})
+    if f.related:
+        out["related"] = [{"file": r.file, "line": r.line, "message": r.message} for r in f.related]
+    return out
+
+
+def _operand_from_json(o: dict[str, Any]) -> Operand:
+    module = o.get("module")
+    return Operand(
+        name=str(o["name"]),
+        shape=_shape(o.get("shape")),
+        dtype=o.get("dtype"),
+        device=o.get("device"),
+        requires_grad=o.get("requires_grad"),
+        file=o.get("file"),
+        line=None if o.get("line") is None else int(o["line"]),
+        born_as=o.get("born_as"),
+        passed_in=bool(o.get("passed_in", False)),
+        odd=bool(o.get("odd", False)),
+        rank=None if o.get("rank") is None else int(o["rank"]),
+        module=None
+        if module is None
+        else ModuleFacts(
+            cls=str(module["class"]),
+            expects=tuple((str(k), int(v)) for k, v in dict(module.get("expects", {})).items()),
+            file=module.get("file"),
+            line=None if module.get("line") is None else int(module["line"]),
+        ),
+    )
+
+
+def finding_from_json(f: dict[str, Any]) -> Finding:
+    """A finding of a ``/2`` trace, of the child's channel, or (migrated) of a ``/1`` trace."""
+    hit = f.get("hit")
+    rank = f.get("rank")
+    note = f.get("note", f.get("message"))  # /1 findings are sentences: kept as they were
+    return Finding(
+        kind=str(f["kind"]),
+        severity=f["severity"],
+        file=str(f["file"]),
+        line=int(f["line"]),
+        expression=f.get("expression"),
+        operands=tuple(_operand_from_json(o) for o in f.get("operands", ())),
+        operator=f.get("operator"),
+        result_shape=_shape(f.get("result_shape")),
+        state=f.get("state"),
+        hit=None if hit is None else int(hit),
+        error=f.get("error"),
+        expected=f.get("expected"),
+        rank=None if rank is None else int(rank),
+        note=note,
+        related=tuple(
+            RelatedLocation(file=r["file"], line=int(r["line"]), message=r["message"])
+            for r in f.get("related", ())
+        ),
+    )
 
 
 def _line_to_json(line: TracedLine) -> dict[str, Any]:
@@ -91,6 +189,7 @@ def trace_to_json(trace: Trace) -> dict[str, Any]:
         "status": trace.status,
         "exit_code": trace.exit_code,
         "detail": trace.detail,
+        "compile": trace.compile_mode,
         "exception": None
         if exc is None
         else {"type": exc.type, "message": exc.message, "file": exc.file, "line": exc.line},
@@ -99,9 +198,18 @@ def trace_to_json(trace: Trace) -> dict[str, Any]:
     }
 
 
+def compile_mode_of(value: Any) -> CompileMode | None:
+    """The ``compile`` field: "eager", "compiled", or None (also for values we don't know)."""
+    if value == "eager":
+        return "eager"
+    if value == "compiled":
+        return "compiled"
+    return None
+
+
 def trace_from_json(data: Any) -> Trace:
     """Build a :class:`Trace` from decoded JSON; :class:`TraceFormatError` if it is not one."""
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA_ID:
+    if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
         found = data.get("schema") if isinstance(data, dict) else type(data).__name__
         raise TraceFormatError(f"not a {SCHEMA_ID} trace (schema: {found!r})")
     try:
@@ -113,6 +221,7 @@ def trace_from_json(data: Any) -> Trace:
             status=data["status"],
             exit_code=int(data["exit_code"]),
             detail=data.get("detail"),
+            compile_mode=compile_mode_of(data.get("compile")),  # absent before it existed
             exception=None
             if exc is None
             else ExceptionInfo(
@@ -152,20 +261,7 @@ def trace_from_json(data: Any) -> Trace:
                 )
                 for line in data["lines"]
             ),
-            findings=tuple(
-                Finding(
-                    kind=f["kind"],
-                    severity=f["severity"],
-                    file=f["file"],
-                    line=int(f["line"]),
-                    message=f["message"],
-                    related=tuple(
-                        RelatedLocation(file=r["file"], line=int(r["line"]), message=r["message"])
-                        for r in f.get("related", ())
-                    ),
-                )
-                for f in data["findings"]
-            ),
+            findings=tuple(finding_from_json(f) for f in data["findings"]),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise TraceFormatError(f"malformed {SCHEMA_ID} trace: {err!r}") from err

@@ -7,6 +7,7 @@ from dataclasses import replace
 from shapelens.trace.model import (
     ExceptionInfo,
     Finding,
+    Operand,
     RankValue,
     RunStatus,
     Trace,
@@ -17,16 +18,6 @@ from shapelens.trace.model import (
 _SEVERITY: dict[RunStatus, int] = {
     "ok": 0, "running": 0, "exit": 1, "timeout": 2, "exception": 3, "crashed": 4,
 }  # fmt: skip
-
-
-def _describe(value: RankValue) -> str:
-    shape = (
-        "("
-        + ",".join(map(str, value.shape or ()))
-        + ("," if len(value.shape or ()) == 1 else "")
-        + ")"
-    )
-    return f"{shape} {value.dtype} {value.device}"
 
 
 def merge_traces(
@@ -78,8 +69,19 @@ def merge_traces(
                         severity="warning",
                         file=file,
                         line=number,
-                        message=f"rank divergence: `{name}` is "
-                        + ", ".join(f"{_describe(v)} on rank {v.rank}" for v in rank_values),
+                        operands=tuple(
+                            Operand(
+                                name=name,
+                                shape=v.shape,
+                                dtype=v.dtype,
+                                device=v.device,
+                                requires_grad=v.requires_grad,
+                                file=file,
+                                line=number,
+                                rank=v.rank,
+                            )
+                            for v in rank_values
+                        ),
                     )
                 )
         lines.append(
@@ -91,14 +93,12 @@ def merge_traces(
                 vars=tuple(merged_vars),
             )
         )
-    seen: set[tuple[str, str, int, str]] = set()
+    seen: set[Finding] = set()
     for rank in order:
         for finding in ranks[rank].findings:
-            key = (finding.kind, finding.file, finding.line, finding.message)
-            if key not in seen:
-                seen.add(key)
-                label = f"[rank {rank}] " if len(ranks) > 1 else ""
-                findings.append(replace(finding, message=label + finding.message))
+            if finding not in seen:  # the same finding on every rank is shown once
+                seen.add(finding)
+                findings.append(replace(finding, rank=rank) if len(ranks) > 1 else finding)
     ended_at = ended_at or {}
     failed = [r for r in order if ranks[r].exception is not None]
     failed.sort(key=lambda r: (ended_at.get(r, float("inf")), r))
@@ -116,7 +116,8 @@ def merge_traces(
                     severity="error",
                     file=exc.file,
                     line=exc.line,
-                    message=f"rank {rank} failed here: {exc.type}: {first_line}",
+                    error=f"{exc.type}: {first_line}",
+                    rank=rank,
                 )
             )
     worst = max((ranks[r].status for r in order), key=lambda s: _SEVERITY.get(s, 0))

@@ -12,6 +12,7 @@ from typing import Literal
 # "running" only marks live snapshots handed to an editor during a run; never written.
 RunStatus = Literal["ok", "exception", "exit", "timeout", "crashed", "running"]
 Severity = Literal["error", "warning", "info"]
+CompileMode = Literal["eager", "compiled"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,21 +62,84 @@ class TracedLine:
 
 @dataclass(frozen=True, kw_only=True)
 class RelatedLocation:
+    """A location named by a finding of a ``shapelens.trace/1`` file (kept by the migration)."""
+
     file: str
     line: int
     message: str
 
 
 @dataclass(frozen=True, kw_only=True)
-class Finding:
-    """A likely bug pointed at a line: a broadcast, a device/dtype mismatch, a NaN."""
+class ModuleFacts:
+    """An ``nn.Module`` operand: what it expects of its input and where it was declared."""
 
-    kind: str
+    cls: str
+    """Class name (``Linear``)."""
+    expects: tuple[tuple[str, int], ...] = ()
+    """Its input expectation (``in_features``, ``in_channels``, ``num_embeddings``)."""
+    file: str | None = None
+    line: int | None = None
+    """The line that declared it (``self.fc = nn.Linear(96, 10)``)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Operand:
+    """One value a finding is about, as it was when the finding was made."""
+
+    name: str
+    """The variable name, or the expression's text (``fc(x)``, ``y.squeeze(1)``)."""
+    shape: tuple[int, ...] | None = None
+    dtype: str | None = None
+    device: str | None = None
+    requires_grad: bool | None = None
+    file: str | None = None
+    line: int | None = None
+    """Where the value was born: the first line that bound this very object."""
+    born_as: str | None = None
+    """The name it was born under, when it differs from ``name``."""
+    passed_in: bool = False
+    """It was first seen as a function argument (born in code we do not trace)."""
+    odd: bool = False
+    """The operand that disagrees with the others (mismatch findings)."""
+    rank: int | None = None
+    """The rank whose value this is (``rank_divergence``)."""
+    module: ModuleFacts | None = None
+
+
+FindingKind = str
+"""``broadcast``, ``nonfinite``, ``device_mismatch``, ``dtype_mismatch``, ``rank_divergence``,
+``rank_exception``; docs/findings.md lists them all."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """A likely bug pointed at a line, as data; ``shapelens.present`` renders it."""
+
+    kind: FindingKind
     severity: Severity
     file: str
     line: int
-    message: str
+    expression: str | None = None
+    """The source text the finding is about (``(y - pred) ** 2``)."""
+    operands: tuple[Operand, ...] = ()
+    operator: str | None = None
+    """broadcast: the elementwise operator (``-``)."""
+    result_shape: tuple[int, ...] | None = None
+    """broadcast: the shape the operands broadcast to."""
+    state: str | None = None
+    """nonfinite: ``NaN`` or ``Inf``."""
+    hit: int | None = None
+    """nonfinite: the hit of the line on which it was first seen."""
+    error: str | None = None
+    """The error (or warning) torch raised, first line."""
+    expected: str | None = None
+    """mismatch: the device or dtype the other operands agree on."""
+    rank: int | None = None
+    """Distributed runs: the rank this finding comes from."""
+    note: str | None = None
+    """A finding read from a ``shapelens.trace/1`` file: its message, as written then."""
     related: tuple[RelatedLocation, ...] = ()
+    """A finding read from a ``shapelens.trace/1`` file: its related locations."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,6 +164,9 @@ class Trace:
     findings: tuple[Finding, ...] = ()
     # Human-readable detail about how the run ended (signal name, timeout), not in the schema core.
     detail: str | None = None
+    compile_mode: CompileMode | None = None
+    """How the program's torch.compile regions ran (``compile`` in the file): "eager" (the
+    default: uncompiled, so their lines have hints), "compiled" (kept), None (none ran)."""
 
     @property
     def files(self) -> list[str]:

@@ -11,12 +11,13 @@ from typing import Any
 from shapelens.trace import (
     ExceptionInfo,
     Finding,
-    RelatedLocation,
     Trace,
     TracedLine,
     TracedVar,
 )
-from shapelens.trace.model import RunStatus
+from shapelens.trace.codec import compile_mode_of, finding_from_json
+from shapelens.trace.model import CompileMode, RunStatus
+from shapelens.trace.suppression import suppressed
 
 TIMEOUT_EXIT_CODE = 124  # as timeout(1)
 
@@ -35,6 +36,7 @@ class TraceBuilder:
         self._vars: dict[tuple[str, int], dict[str, list[Any]]] = {}
         self._findings: list[dict[str, Any]] = []
         self._sampled: set[tuple[str, int]] = set()
+        self._compile_mode: CompileMode | None = None
         self.crash: dict[str, Any] | None = None
         self._changed = False
 
@@ -72,7 +74,9 @@ class TraceBuilder:
         elif kind == "sampled":
             self._sampled = {(file, line) for file, line in message["entries"]}
         elif kind == "findings":
-            self._findings.extend(message["entries"])
+            self._findings.extend(
+                f for f in message["entries"] if not suppressed(f["kind"], f["file"], f["line"])
+            )
         elif kind == "hello":
             self.python = str(message.get("python", ""))
         elif kind == "error":
@@ -83,6 +87,8 @@ class TraceBuilder:
             self.on_debug(str(message["host"]), int(message["port"]))
         elif kind == "end":
             self.end = message
+        elif kind == "compile":
+            self._compile_mode = compile_mode_of(message.get("mode"))
 
     def _status(
         self, returncode: int | None, outcome: str | None
@@ -129,6 +135,7 @@ class TraceBuilder:
             status=status,
             exit_code=exit_code,
             detail=detail,
+            compile_mode=self._compile_mode,
             exception=None
             if exc is None
             else ExceptionInfo(
@@ -159,14 +166,4 @@ def _var(entry: list[Any]) -> TracedVar:
 
 
 def _finding(data: dict[str, Any]) -> Finding:
-    return Finding(
-        kind=data["kind"],
-        severity=data["severity"],
-        file=data["file"],
-        line=data["line"],
-        message=data["message"],
-        related=tuple(
-            RelatedLocation(file=r["file"], line=r["line"], message=r["message"])
-            for r in data.get("related", ())
-        ),
-    )
+    return finding_from_json(data)

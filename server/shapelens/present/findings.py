@@ -1,0 +1,180 @@
+"""Findings in words: the one renderer of a :class:`Finding` for every surface (CLI listing,
+diagnostics, hover, traceUpdated). Findings travel as data; nothing parses these texts."""
+
+from __future__ import annotations
+
+from shapelens.present.shapes import metadata_text, shape_text
+from shapelens.trace.model import Finding, Operand, RelatedLocation
+
+MISMATCH_KINDS = ("device_mismatch", "dtype_mismatch")
+SEVERITY_MARKS = {"error": "✖", "warning": "⚠", "info": "ℹ"}
+_TITLES = {"nonfinite": "non-finite"}
+
+
+def finding_title(finding: Finding) -> str:
+    """``broadcast``, ``device mismatch``, ``non-finite``: the kind as a reader says it."""
+    return _TITLES.get(finding.kind, finding.kind.replace("_", " "))
+
+
+def finding_message(finding: Finding) -> str:
+    """The whole sentence: ``broadcast: `y` (4,) - `pred` (4, 1) → (4, 4); ...``."""
+    if finding.note is not None:
+        return finding.note
+    if finding.kind == "rank_exception":
+        return f"rank {finding.rank} failed here: {finding.error or 'an exception'}"
+    rank = f"[rank {finding.rank}] " if finding.rank is not None else ""
+    return f"{rank}{finding_title(finding)}: {_body(finding)}"
+
+
+def finding_detail(finding: Finding) -> str:
+    """The sentence without its leading kind (the listing prints the kind on its own)."""
+    return finding_message(finding).removeprefix(finding_title(finding) + ": ")
+
+
+def _body(finding: Finding) -> str:
+    if finding.kind == "broadcast":
+        return _broadcast(finding)
+    if finding.kind == "nonfinite":
+        return _nonfinite(finding)
+    if finding.kind in MISMATCH_KINDS:
+        return _mismatch(finding)
+    if finding.kind == "rank_divergence":
+        return _rank_divergence(finding)
+    if finding.kind == "library_warning":
+        return _library_warning(finding)
+    return _generic(finding)
+
+
+def mentions(finding: Finding, name: str) -> bool:
+    """Whether the finding is about the variable ``name`` (hover shows it there)."""
+    return any(o.name == name or o.born_as == name for o in finding.operands)
+
+
+def related_locations(finding: Finding) -> list[RelatedLocation]:
+    """Where the operands were born, each with what it was there."""
+    if finding.related:
+        return list(finding.related)
+    noun = _noun(finding)
+    found = []
+    for operand in finding.operands:
+        file = operand.file or finding.file
+        if operand.module is not None and operand.module.line is not None:
+            found.append(
+                RelatedLocation(
+                    file=operand.module.file or finding.file,
+                    line=operand.module.line,
+                    message=f"`{operand.name}` declared here: {operand.module.cls}("
+                    + ", ".join(f"{k}={v}" for k, v in operand.module.expects)
+                    + ")",
+                )
+            )
+            continue
+        if operand.line is None or operand.module is not None:
+            continue
+        if (file, operand.line) == (finding.file, finding.line):
+            continue  # born on the finding's own line: nothing to point at
+        where = "passed in" if operand.passed_in else "created"
+        alias = f" as `{operand.born_as}`" if operand.born_as not in (None, operand.name) else ""
+        odd = f" (the odd {noun})" if operand.odd and noun else ""
+        found.append(
+            RelatedLocation(
+                file=file,
+                line=operand.line,
+                message=f"`{operand.name}` {where} here{alias}: {_metadata(operand)}{odd}",
+            )
+        )
+    return found
+
+
+# -- one sentence per kind ---------------------------------------------------------------
+def _metadata(operand: Operand) -> str:
+    return metadata_text(operand.shape, operand.dtype, operand.device, python=True)
+
+
+def _broadcast(finding: Finding) -> str:
+    left, right = (*finding.operands, Operand(name="?"), Operand(name="?"))[:2]
+    return (
+        f"`{left.name}` {shape_text(left.shape, python=True)} {finding.operator or '?'} "
+        f"`{right.name}` {shape_text(right.shape, python=True)} → "
+        f"{shape_text(finding.result_shape, python=True)}; the result is larger than both "
+        f"operands (in `{finding.expression}`)"
+    )
+
+
+def _nonfinite(finding: Finding) -> str:
+    value = finding.operands[0] if finding.operands else Operand(name="?")
+    hit = f" (hit {finding.hit} of this line)" if finding.hit is not None else ""
+    described = metadata_text(value.shape, value.dtype, None, python=True)
+    return f"`{value.name}` {described} first holds {finding.state or 'NaN/Inf'} here{hit}"
+
+
+def _noun(finding: Finding) -> str:
+    return {"device_mismatch": "device", "dtype_mismatch": "dtype"}.get(finding.kind, "")
+
+
+def _mismatch(finding: Finding) -> str:
+    noun = _noun(finding)
+    odd = [o for o in finding.operands if o.odd]
+    rest = [o for o in finding.operands if not o.odd]
+
+    def describe(operand: Operand) -> str:
+        if operand.module is not None and operand.shape is None:
+            what = "parameters"
+        else:
+            what = shape_text(operand.shape or (), python=True)
+        return f"`{operand.name}` {what} {operand.dtype} {operand.device}"
+
+    value = (odd[0].device if noun == "device" else odd[0].dtype) if odd else "?"
+    verb = "is on" if noun == "device" else "is"
+    names = ", ".join(f"`{o.name}`" for o in rest)
+    if noun == "dtype" and any(o.dtype != finding.expected for o in rest):
+        # integer indices expected (an Embedding, a loss's target): nobody else holds them
+        tail = f"{names} expect{'' if len(rest) > 1 else 's'} {finding.expected}" if rest else (
+            f"{finding.expected} is expected"
+        )
+    else:
+        tail = (
+            names
+            + (" are" if len(rest) > 1 else " is")
+            + (" on " if noun == "device" else " ")
+            + str(finding.expected)
+        )
+    return (
+        ", ".join(describe(o) for o in odd)
+        + f" {verb} {value}, but {tail} ({finding.error or 'this fails next'})"
+    )
+
+
+def _rank_divergence(finding: Finding) -> str:
+    name = finding.operands[0].name if finding.operands else "?"
+    per_rank = ", ".join(
+        f"{metadata_text(o.shape, o.dtype, o.device)} on rank {o.rank}" for o in finding.operands
+    )
+    return f"`{name}` is {per_rank}"
+
+
+def _module(operand: Operand) -> str:
+    """``Linear(in_features=96)`` declared at line 12."""
+    assert operand.module is not None
+    expects = ", ".join(f"{k}={v}" for k, v in operand.module.expects)
+    where = f" declared at line {operand.module.line}" if operand.module.line else ""
+    return f"`{operand.name}` {operand.module.cls}({expects}){where}"
+
+
+def _describe(operand: Operand) -> str:
+    if operand.module is not None:
+        return _module(operand)
+    return f"`{operand.name}` {_metadata(operand)}"
+
+
+def _library_warning(finding: Finding) -> str:
+    operands = ", ".join(_describe(o) for o in finding.operands)
+    return f"{finding.error}" + (f" ({operands})" if operands else "")
+
+
+def _generic(finding: Finding) -> str:
+    """shape_mismatch and kinds without a sentence of their own: the error, then each
+    operand (a module with what it expects)."""
+    operands = ", ".join(_describe(o) for o in finding.operands)
+    parts = [p for p in (finding.error, operands) if p]
+    return "; ".join(parts) or (finding.expression or "")

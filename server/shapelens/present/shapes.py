@@ -1,0 +1,66 @@
+"""The one place that writes a shape, a dtype or a device as text.
+
+Two spellings of a shape: ``compact`` for hints, tables and listings (``(4,1)``), and
+``python`` for sentences and TorchSnooper's log (``(4, 1)``, with named dims
+``(A=5, B=8)``). A 1-dim shape keeps its comma, as Python writes a 1-tuple: ``(4,)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+DTYPE_ABBREVIATIONS = {
+    "float32": "f32",
+    "float64": "f64",
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "int64": "i64",
+    "int32": "i32",
+    "int16": "i16",
+    "int8": "i8",
+    "uint8": "u8",
+    "complex64": "c64",
+    "complex128": "c128",
+    "bool": "bool",
+}
+
+
+def shape_text(
+    shape: Sequence[int] | None,
+    *,
+    python: bool = False,
+    names: Sequence[str | None] | None = None,
+) -> str:
+    """``(4,1)``; with ``python``: ``(4, 1)``, and ``(A=5, B=8)`` when dims are named."""
+    if shape is None:
+        return "(?)"
+    dims = [str(int(d)) for d in shape]
+    if names is not None:
+        dims = [d if n is None else f"{n}={d}" for d, n in zip(dims, names, strict=False)]
+    if len(dims) == 1:
+        return f"({dims[0]},)"
+    return "(" + (", " if python else ",").join(dims) + ")"
+
+
+def dtype_text(dtype: str | None, *, short: bool = True) -> str:
+    """``f32`` (or ``float32`` with ``short=False``); empty when unknown."""
+    if dtype is None:
+        return ""
+    return DTYPE_ABBREVIATIONS.get(dtype, dtype) if short else dtype
+
+
+def device_text(device: str | None) -> str:
+    return device or ""
+
+
+def metadata_text(
+    shape: Sequence[int] | None,
+    dtype: str | None,
+    device: str | None,
+    *,
+    python: bool = False,
+    short: bool = False,
+) -> str:
+    """``(4, 1) float32 cpu``: a tensor's shape, dtype and device in one phrase."""
+    parts = [shape_text(shape, python=python), dtype_text(dtype, short=short), device_text(device)]
+    return " ".join(p for p in parts if p)
