@@ -1,26 +1,25 @@
-"""Pushes a file's results to the client: diagnostics and the ``traceUpdated`` notification."""
+"""Pushes a file's results to the client: diagnostics and the ``traceUpdated`` notification.
+
+The file is placed on the client's text once (``ShapeLensServer.shown``) and handed to the
+features; ``lsp.server`` gives this function to the server, which calls it after runs."""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
 from shapelens.lsp.features.diagnostics import diagnostics_for
 from shapelens.lsp.features.trace_updates import trace_update_for
-
-if TYPE_CHECKING:
-    from shapelens.lsp.server import ShapeLensServer
+from shapelens.lsp.notifications import TRACE_UPDATED
+from shapelens.lsp.state import ShapeLensServer
 
 
 def publish_file(server: ShapeLensServer, path: str) -> None:
     """Diagnostics always (the Problems panel lists unopened files too); hints for open ones."""
-    from shapelens.lsp.server import TRACE_UPDATED
-
-    uri = server.uri_for_path(path)
+    file = server.shown(path)
     server.text_document_publish_diagnostics(
-        types.PublishDiagnosticsParams(uri=uri, diagnostics=diagnostics_for(server, path))
+        types.PublishDiagnosticsParams(
+            uri=file.uri, diagnostics=diagnostics_for(file, server.shown)
+        )
     )
-    document = server.document_for_path(path)
-    if document is not None:
-        server.protocol.notify(TRACE_UPDATED, trace_update_for(server, document))
+    if file.document is not None:
+        server.notify(TRACE_UPDATED, trace_update_for(file.view, file.document))

@@ -16,6 +16,9 @@ class FileResults:
     path: str
     owner: str
     """The script whose run produced these results."""
+    run: int
+    """The store's update that stored these: each update gets a new, larger number, so caches
+    key by it (never by ``id()``: a freed object's id may be given to the next one)."""
     source: tuple[str, ...]
     lines: dict[int, TracedLine]  # 1-based line that ran
     findings: tuple[Finding, ...]
@@ -41,6 +44,7 @@ class ResultStore:
     def __init__(self) -> None:
         self._files: dict[str, FileResults] = {}
         self._views: dict[tuple[str, int | None, int], FileView] = {}
+        self._updates = 0
         self.last_trace: Trace | None = None
 
     def update(self, trace: Trace, sources: dict[str, tuple[str, ...]], owner: str) -> list[str]:
@@ -48,6 +52,7 @@ class ResultStore:
         paths whose results changed (so stale hints of files the new run no longer reaches
         are removed, not kept)."""
         self.last_trace = trace
+        self._updates += 1
         files = set(trace.files) | {f.file for f in trace.findings} | set(sources)
         if trace.exception is not None and trace.exception.file:
             files.add(trace.exception.file)
@@ -58,6 +63,7 @@ class ResultStore:
             self._files[path] = FileResults(
                 path=path,
                 owner=owner,
+                run=self._updates,
                 source=sources.get(path, ()),
                 lines={line.line: line for line in trace.lines_of(path)},
                 findings=tuple(trace.findings_of(path)),

@@ -1,25 +1,30 @@
-"""Starting, cancelling and finishing runs for the server (one active run per file)."""
+"""Starting, cancelling and finishing runs for the server (one active run per file).
+
+Runs reach the server only through :class:`RunHost` (the server satisfies it): this module
+never imports the server, so the server can own a :class:`RunManager`."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from lsprotocol import types
+from pygls.progress import Progress
 
 from shapelens.engine.findings import FindingsConfig
-from shapelens.lsp.publish import publish_file
+from shapelens.lsp.notifications import DEBUG_LISTENING
+from shapelens.lsp.settings import Settings
+from shapelens.lsp.uris import path_of
 from shapelens.runner import RunRequest, RunResult, UsageError, run_traced
-from shapelens.runner.launcher import resolve_python
+from shapelens.runner.launcher import RUNNER_PACKAGE, resolve_python
 from shapelens.runner.warm import WarmRunner
 from shapelens.trace import Trace
-
-if TYPE_CHECKING:
-    from shapelens.lsp.server import ShapeLensServer
 
 MAX_FORWARDED_OUTPUT = 1 << 20  # a 1 GB print must not flood the editor
 
@@ -46,8 +51,6 @@ class InvalidRunParams(ValueError):
 
 
 def parse_run_params(raw: Any) -> RunParams:
-    from shapelens.lsp.server import path_of
-
     if not isinstance(raw, dict) or not isinstance(raw.get("uri"), str):
         raise InvalidRunParams('expected one argument {"uri": "file:///...", ...}')
     path = path_of(raw["uri"])
@@ -89,9 +92,34 @@ class _ActiveRun:
         self.done = asyncio.Event()
 
 
+class RunHost(Protocol):
+    """What a run needs from the language server: settings in; results, messages and
+    progress out. Messages and progress are sent from the event loop's thread."""
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def work_done_progress(self) -> Progress: ...
+
+    def supports_progress(self) -> bool: ...
+
+    def workspace_roots(self) -> list[str]: ...
+
+    def show_results(
+        self, trace: Trace, sources: dict[str, tuple[str, ...]], owner: str
+    ) -> None: ...
+
+    def notify(self, method: str, params: Any) -> None: ...
+
+    def show_message(self, kind: types.MessageType, text: str) -> None: ...
+
+    def log_message(self, kind: types.MessageType, text: str) -> None: ...
+
+
 class RunManager:
-    def __init__(self, server: ShapeLensServer) -> None:
-        self.server = server
+    def __init__(self, host: RunHost) -> None:
+        self.host = host
         self._active: dict[str, _ActiveRun] = {}
         self._warm: WarmRunner | None = None
 
@@ -129,7 +157,7 @@ class RunManager:
                 del self._active[params.path]
 
     async def _run(self, params: RunParams, active: _ActiveRun) -> dict[str, Any]:
-        server = self.server
+        server = self.host
         settings = server.settings
         name = os.path.basename(params.path)
         request = RunRequest(
@@ -141,11 +169,14 @@ class RunManager:
             functions=(params.function,) if params.function else (),
             timeout_s=settings.timeout_s,
             capture_output=True,
+            stdin="empty",  # our stdin is the JSON-RPC stream
             debug=params.debug,
+            keep_compile=settings.keep_compile,
             findings=FindingsConfig(
                 broadcast=settings.broadcast,
                 mismatch=settings.mismatch,
                 nonfinite=settings.nonfinite,
+                warnings=settings.warnings,
                 nonfinite_max_elements=settings.nonfinite_max_elements,
                 nonfinite_on_gpu=settings.nonfinite_on_gpu,
             ),
@@ -157,7 +188,7 @@ class RunManager:
             return self._fail(f"cannot run {params.path}: no such file")
         token = await self._begin_progress(name, active) if params.progress else None
         loop = asyncio.get_running_loop()
-        output = _OutputForwarder(server, loop)
+        output = _OutputForwarder(server.log_message, loop)
 
         def on_output(stream: str, text: str) -> None:
             output.feed(stream, text)
@@ -172,10 +203,7 @@ class RunManager:
             for path in trace.files:
                 if path not in sources:
                     sources[path] = read_lines(path)
-            for path in server.results.update(trace, sources, owner=params.path):
-                publish_file(server, path)
-            if server.supports_inlay_refresh():
-                server.workspace_inlay_hint_refresh(None)
+            server.show_results(trace, sources, owner=params.path)
 
         def on_snapshot(trace: Trace) -> None:  # hints of a long run appear as it goes
             loop.call_soon_threadsafe(publish, trace)
@@ -217,23 +245,18 @@ class RunManager:
 
     def _announce_debugger(self, params: RunParams, host: str, port: int) -> None:
         """Any DAP client can attach; the VS Code extension does so on this notification."""
-        from shapelens.lsp.server import DEBUG_LISTENING
-        from shapelens.runner.launcher import RUNNER_PACKAGE
-
         # `hide`: paths a DAP client should treat as not the user's code (debugpy `rules`).
         where = {"uri": params.uri, "host": host, "port": port, "hide": [RUNNER_PACKAGE]}
-        self.server.protocol.notify(DEBUG_LISTENING, where)
+        self.host.notify(DEBUG_LISTENING, where)
         if params.client_attaches:
             return
-        self.server.window_show_message(
-            types.ShowMessageParams(
-                type=types.MessageType.Info,
-                message=f"ShapeLens: debugpy is waiting on {host}:{port}; attach a debugger",
-            )
+        self.host.show_message(
+            types.MessageType.Info,
+            f"ShapeLens: debugpy is waiting on {host}:{port}; attach a debugger",
         )
 
     async def _begin_progress(self, name: str, active: _ActiveRun) -> str | None:
-        server = self.server
+        server = self.host
         if not server.supports_progress():
             return None
         token = f"shapelens-run-{uuid.uuid4()}"
@@ -256,13 +279,11 @@ class RunManager:
     def _end_progress(self, token: str | None, message: str) -> None:
         if token is None:
             return
-        self.server.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
-        self.server.work_done_progress.tokens.pop(token, None)
+        self.host.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
+        self.host.work_done_progress.tokens.pop(token, None)
 
     def _fail(self, message: str) -> dict[str, Any]:
-        self.server.window_show_message(
-            types.ShowMessageParams(type=types.MessageType.Error, message=f"ShapeLens: {message}")
-        )
+        self.host.show_message(types.MessageType.Error, f"ShapeLens: {message}")
         return {"status": "error", "message": message}
 
     def _announce(self, name: str, trace: Trace, status: str) -> None:
@@ -287,17 +308,17 @@ class RunManager:
                 f" ({trace.detail})" if trace.detail else ""
             )
             kind = types.MessageType.Warning
-        self.server.window_show_message(
-            types.ShowMessageParams(type=kind, message=f"ShapeLens: {text}")
-        )
+        self.host.show_message(kind, f"ShapeLens: {text}")
 
 
 class _OutputForwarder:
     """The script's output as ``window/logMessage``, one message per batch of whole lines
     (unbuffered writes arrive in fragments: "parent", " ", "42\\n"), capped per run."""
 
-    def __init__(self, server: ShapeLensServer, loop: asyncio.AbstractEventLoop) -> None:
-        self.server = server
+    def __init__(
+        self, log: Callable[[types.MessageType, str], None], loop: asyncio.AbstractEventLoop
+    ) -> None:
+        self.log = log  # called on the loop: output arrives on the runner's threads
         self.loop = loop
         self.forwarded = 0
         self.partial: dict[str, str] = {}
@@ -325,8 +346,7 @@ class _OutputForwarder:
 
     def _send(self, stream: str, text: str) -> None:
         kind = types.MessageType.Log if stream == "stdout" else types.MessageType.Warning
-        params = types.LogMessageParams(type=kind, message=text)
-        self.loop.call_soon_threadsafe(self.server.window_log_message, params)
+        self.loop.call_soon_threadsafe(self.log, kind, text)
 
 
 def _summary(trace: Trace, cancelled: bool) -> dict[str, Any]:
@@ -337,6 +357,7 @@ def _summary(trace: Trace, cancelled: bool) -> dict[str, Any]:
         "lines": len(trace.lines),
         "findings": len(trace.findings),
         "durationS": round(trace.duration_s, 3),
+        "compileMode": trace.compile_mode,  # "eager", "compiled" or None (no torch.compile)
     }
 
 
@@ -348,18 +369,13 @@ def read_lines(path: str) -> tuple[str, ...]:
         return ()
 
 
-def _working_directory(server: ShapeLensServer, path: str) -> str:
+def _working_directory(host: RunHost, path: str) -> str:
     """The workspace folder holding the file (as VS Code's own Run does), else its folder."""
-    for folder in server.workspace.folders.values():
-        from shapelens.lsp.server import path_of
-
-        root = path_of(folder.uri)
-        if root and path.startswith(os.path.join(root, "")):
+    for root in host.workspace_roots():
+        if path.startswith(os.path.join(root, "")):
             return root
     return os.path.dirname(path)
 
 
 def _default_python() -> str:
-    import sys
-
     return sys.executable

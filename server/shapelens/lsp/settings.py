@@ -9,6 +9,10 @@ from typing import Any
 HINT_FORMATS = ("compact", "full")
 
 
+FINDING_GROUPS = ("broadcast", "mismatch", "nonfinite", "warnings")
+"""The kinds of finding a setting turns on and off (``shapelens.findings.<kind>``)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     interpreter: str | None = None
@@ -18,11 +22,14 @@ class Settings:
     broadcast: bool = True
     mismatch: bool = True
     nonfinite: bool = True
+    warnings: bool = True
     nonfinite_max_elements: int = 1_000_000
     nonfinite_on_gpu: bool = False
     hint_format: str = "compact"
     max_hint_length: int = 43
     """VS Code truncates inlay hints at 43 characters by default."""
+    keep_compile: bool = False
+    """``shapelens.compile``: keep torch.compile (no hints inside compiled functions)."""
 
 
 _CAMEL = {
@@ -33,6 +40,7 @@ _CAMEL = {
     "nonfiniteOnGpu": "nonfinite_on_gpu",
     "hintFormat": "hint_format",
     "maxHintLength": "max_hint_length",
+    "compile": "keep_compile",
 }
 
 
@@ -47,7 +55,7 @@ def _valid(name: str, value: Any) -> bool:
         return value is None or (
             isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
         )
-    if name in ("broadcast", "mismatch", "nonfinite", "nonfinite_on_gpu"):
+    if name in (*FINDING_GROUPS, "nonfinite_on_gpu", "keep_compile"):
         return isinstance(value, bool)
     if name in ("nonfinite_max_elements", "max_hint_length"):
         return isinstance(value, int) and not isinstance(value, bool) and value > 0
@@ -71,7 +79,7 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
     for key, value in raw.items():
         if key == "findings" and isinstance(value, dict):
             for kind, enabled in value.items():
-                if kind in ("broadcast", "mismatch", "nonfinite") and isinstance(enabled, bool):
+                if kind in FINDING_GROUPS and isinstance(enabled, bool):
                     changes[kind] = enabled
                 else:
                     problems.append(f"shapelens.findings.{kind}: expected true/false")

@@ -1,15 +1,3 @@
-"""LSP features, one module each; ``register_all`` wires them into a server."""
-
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from shapelens.lsp.server import ShapeLensServer
-
-
-def register_all(server: ShapeLensServer) -> None:
-    from shapelens.lsp.features import code_lens, commands, documents, hover, inlay_hints
-
-    for feature in (documents, commands, inlay_hints, hover, code_lens):
-        feature.register(server)
+"""LSP features as pure functions: a file's view (its results placed on the document) and
+the document in, LSP objects out. They never import the server; ``lsp.handlers`` and
+``lsp.publish`` call them with what the server holds."""

@@ -7,8 +7,6 @@ import ast
 
 from lsprotocol import types
 
-from shapelens.lsp.server import ShapeLensServer
-
 TITLE = "▶ Run with ShapeLens"
 
 
@@ -59,12 +57,3 @@ def lenses_for(source: str, uri: str) -> list[types.CodeLens]:
                         {"uri": uri, "function": f"{node.name}.forward"},
                     )
     return lenses
-
-
-def register(server: ShapeLensServer) -> None:
-    @server.feature(types.TEXT_DOCUMENT_CODE_LENS)
-    def code_lens(ls: ShapeLensServer, params: types.CodeLensParams) -> list[types.CodeLens]:
-        document = ls.open_document(params.text_document.uri)
-        if document is None:
-            return []
-        return lenses_for(document.source, document.uri)

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 from lsprotocol import types
 
 from shapelens.lsp.features.lookup import binding_near
 from shapelens.lsp.features.text import IDENTIFIER, line_range, line_text
+from shapelens.lsp.results import FileView
+from shapelens.lsp.shown import ShownFile
+from shapelens.present.findings import finding_message, related_locations
 from shapelens.present.labels import var_label
-
-if TYPE_CHECKING:
-    from shapelens.lsp.server import ShapeLensServer
 
 SOURCE = "shapelens"
 _SEVERITY = {
@@ -21,29 +21,25 @@ _SEVERITY = {
 }
 
 
-def diagnostics_for(server: ShapeLensServer, path: str) -> list[types.Diagnostic]:
-    view = server.view_of_path(path)
+def diagnostics_for(file: ShownFile, shown: Callable[[str], ShownFile]) -> list[types.Diagnostic]:
+    """``file``'s diagnostics; ``shown`` gives the other files that related information
+    points into (where an offending tensor was born)."""
+    view = file.view
     if view is None:
         return []
-    document = server.document_for_path(path)
-    lines = document.lines if document is not None else view.results.source
+    lines, document = file.lines, file.document
     found: list[types.Diagnostic] = []
     for line, finding in view.findings:
         related = []
-        for location in finding.related:
-            other = server.view_of_path(location.file) if location.file != path else view
-            current = other.current_line(location.line) if other is not None else None
+        for location in related_locations(finding):
+            other = file if location.file == file.path else shown(location.file)
+            current = other.view.current_line(location.line) if other.view is not None else None
             if current is None:
                 continue  # that line was edited since the run: don't point at the wrong one
-            other_doc = server.document_for_path(location.file)
-            other_lines = (
-                other_doc.lines if other_doc is not None else other.results.source  # type: ignore[union-attr]
-            )
             related.append(
                 types.DiagnosticRelatedInformation(
                     location=types.Location(
-                        uri=server.uri_for_path(location.file),
-                        range=line_range(other_lines, current, other_doc),
+                        uri=other.uri, range=line_range(other.lines, current, other.document)
                     ),
                     message=location.message,
                 )
@@ -51,7 +47,7 @@ def diagnostics_for(server: ShapeLensServer, path: str) -> list[types.Diagnostic
         found.append(
             types.Diagnostic(
                 range=line_range(lines, line, document),
-                message=finding.message,
+                message=finding_message(finding),
                 severity=_SEVERITY.get(finding.severity, types.DiagnosticSeverity.Warning),
                 source=SOURCE,
                 code=finding.kind,
@@ -77,7 +73,7 @@ def diagnostics_for(server: ShapeLensServer, path: str) -> list[types.Diagnostic
     return found
 
 
-def _tensors_on_line(view, text: str, line: int) -> list[str]:  # type: ignore[no-untyped-def]
+def _tensors_on_line(view: FileView, text: str, line: int) -> list[str]:
     """Metadata of the tensors the failing line names, as last bound at or above it."""
     described: list[str] = []
     seen: set[str] = set()

@@ -7,19 +7,18 @@ the document as it is at ``version``. ``label`` is the compact hint; ``vars`` th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pygls.workspace import TextDocument
 
+from shapelens.lsp.results import FileView
+from shapelens.present.findings import finding_message
 from shapelens.present.labels import line_label
 from shapelens.trace.codec import var_to_json
 
-if TYPE_CHECKING:
-    from shapelens.lsp.server import ShapeLensServer
 
-
-def trace_update_for(server: ShapeLensServer, document: TextDocument) -> dict[str, Any]:
-    view = server.view_of(document)
+def trace_update_for(view: FileView | None, document: TextDocument) -> dict[str, Any]:
+    """The params for ``document`` (no lines when ``view`` is None: its results were cleared)."""
     lines: dict[int, dict[str, Any]] = {}
     if view is not None:
         for current, traced in sorted(view.lines.items()):
@@ -35,7 +34,11 @@ def trace_update_for(server: ShapeLensServer, document: TextDocument) -> dict[st
                 current, {"line": current, "label": "", "hits": 0, "vars": [], "findings": []}
             )
             entry["findings"].append(
-                {"kind": finding.kind, "severity": finding.severity, "message": finding.message}
+                {
+                    "kind": finding.kind,
+                    "severity": finding.severity,
+                    "message": finding_message(finding),
+                }
             )
         exc = view.results.exception
         if exc is not None and view.exception_line is not None:

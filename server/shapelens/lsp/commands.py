@@ -1,0 +1,84 @@
+"""``workspace/executeCommand``: shapelens.run, shapelens.runFunction, shapelens.cancel,
+shapelens.clear, shapelens.loadTrace. Running user code happens only here, never on open,
+save or hover."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from lsprotocol import types
+
+from shapelens.debug.inline_values import EXPRESSION
+from shapelens.lsp.runs import InvalidRunParams, parse_run_params, read_lines
+from shapelens.lsp.state import ShapeLensServer
+from shapelens.lsp.uris import path_of
+from shapelens.trace import load_trace
+from shapelens.trace.codec import TraceFormatError
+
+
+def _first(args: tuple[Any, ...]) -> Any:
+    return args[0] if args else None
+
+
+def _error(ls: ShapeLensServer, message: str) -> dict[str, Any]:
+    ls.show_message(types.MessageType.Error, f"ShapeLens: {message}")
+    return {"status": "error", "message": message}
+
+
+def _path_argument(args: tuple[Any, ...]) -> str | None:
+    """The path of ``{"uri": ...}``; None when absent (meaning: every file)."""
+    argument = _first(args)
+    uri = argument.get("uri") if isinstance(argument, dict) else None
+    return path_of(uri) if isinstance(uri, str) else None
+
+
+async def run(ls: ShapeLensServer, *args: Any) -> dict[str, Any]:
+    try:
+        params = parse_run_params(_first(args))
+    except InvalidRunParams as err:
+        return _error(ls, str(err))
+    return await ls.runs.run(params)
+
+
+def cancel(ls: ShapeLensServer, *args: Any) -> dict[str, Any]:
+    return {"cancelled": ls.runs.cancel(_path_argument(args))}
+
+
+def load_trace_file(ls: ShapeLensServer, *args: Any) -> dict[str, Any]:
+    """Show a trace written elsewhere (``--json``, ``SHAPELENS_TRACE``, ``merge``): run on a
+    remote box, copy the file, see the hints. Nothing is executed."""
+    argument = _first(args)
+    path = argument.get("path") if isinstance(argument, dict) else None
+    if not isinstance(path, str):
+        return _error(ls, 'expected one argument {"path": "/abs/trace.json"}')
+    try:
+        trace = load_trace(path)
+    except (OSError, TraceFormatError) as err:
+        return _error(ls, f"cannot load {path}: {err}")
+    sources = {file: read_lines(file) for file in trace.files}
+    ls.show_results(trace, sources, owner=os.path.realpath(path))
+    return {"status": trace.status, "lines": len(trace.lines), "findings": len(trace.findings)}
+
+
+def inline_value_expression(ls: ShapeLensServer, *args: Any) -> str:
+    """What an editor evaluates (DAP ``evaluate``) in a paused frame for tensor values."""
+    return EXPRESSION
+
+
+def clear(ls: ShapeLensServer, *args: Any) -> dict[str, Any]:
+    cleared = ls.results.clear(_path_argument(args))
+    ls.publish(cleared)
+    return {"cleared": len(cleared)}
+
+
+COMMANDS: dict[str, Callable[..., Any]] = {
+    "shapelens.loadTrace": load_trace_file,
+    "shapelens.run": run,
+    "shapelens.runFunction": run,
+    "shapelens.cancel": cancel,
+    "shapelens.clear": clear,
+    "shapelens.inlineValueExpression": inline_value_expression,
+}
+"""Command → handler, registered by ``lsp.server.create_server``."""

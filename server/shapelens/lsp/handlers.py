@@ -1,0 +1,87 @@
+"""Thin handlers, one per LSP method, taking the server first (as jedi-language-server's):
+look up the document and its view, call the feature, answer. Results follow the text;
+nothing here runs code (``lsp.commands`` does, on request)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from lsprotocol import types
+
+from shapelens.lsp.features.code_lens import lenses_for
+from shapelens.lsp.features.hover import hover_for
+from shapelens.lsp.features.inlay_hints import hint_document, inlay_hints_for, resolve_hint
+from shapelens.lsp.state import ShapeLensServer
+
+PUBLISH_DELAY_S = 0.15
+
+
+def initialize(ls: ShapeLensServer, params: types.InitializeParams) -> None:
+    ls.apply_settings(params.initialization_options)
+
+
+def shutdown(ls: ShapeLensServer, params: None) -> None:
+    ls.runs.close()  # the warm runner's fork server goes with us
+
+
+def workspace_did_change_configuration(
+    ls: ShapeLensServer, params: types.DidChangeConfigurationParams
+) -> None:
+    ls.apply_settings(params.settings)
+
+
+def text_document_did_open(ls: ShapeLensServer, params: types.DidOpenTextDocumentParams) -> None:
+    ls.refresh(params.text_document.uri)
+
+
+def text_document_did_change(
+    ls: ShapeLensServer, params: types.DidChangeTextDocumentParams
+) -> None:
+    ls.refresh_later(params.text_document.uri, PUBLISH_DELAY_S)
+
+
+def text_document_hover(ls: ShapeLensServer, params: types.HoverParams) -> types.Hover | None:
+    document = ls.open_document(params.text_document.uri)
+    view = ls.view_of(document) if document is not None else None
+    if document is None or view is None:
+        return None
+    return hover_for(view, document, params.position)
+
+
+def text_document_inlay_hint(
+    ls: ShapeLensServer, params: types.InlayHintParams
+) -> list[types.InlayHint]:
+    document = ls.open_document(params.text_document.uri)
+    view = ls.view_of(document) if document is not None else None
+    if document is None or view is None:
+        return []
+    return inlay_hints_for(view, document, params.range, ls.settings, ls.hint_cache)
+
+
+def inlay_hint_resolve(ls: ShapeLensServer, hint: types.InlayHint) -> types.InlayHint:
+    document = ls.open_document(hint_document(hint))
+    if document is None:
+        return hint
+    return resolve_hint(hint, document, ls.view_of(document))
+
+
+def text_document_code_lens(
+    ls: ShapeLensServer, params: types.CodeLensParams
+) -> list[types.CodeLens]:
+    document = ls.open_document(params.text_document.uri)
+    return lenses_for(document.source, document.uri) if document is not None else []
+
+
+FEATURES: dict[str, Callable[..., Any]] = {
+    types.INITIALIZE: initialize,
+    types.SHUTDOWN: shutdown,
+    types.WORKSPACE_DID_CHANGE_CONFIGURATION: workspace_did_change_configuration,
+    types.TEXT_DOCUMENT_DID_OPEN: text_document_did_open,
+    types.TEXT_DOCUMENT_DID_CHANGE: text_document_did_change,
+    types.TEXT_DOCUMENT_HOVER: text_document_hover,
+    types.TEXT_DOCUMENT_INLAY_HINT: text_document_inlay_hint,
+    types.INLAY_HINT_RESOLVE: inlay_hint_resolve,
+    types.TEXT_DOCUMENT_CODE_LENS: text_document_code_lens,
+}
+"""LSP method → handler, registered by ``lsp.server.create_server``."""
