@@ -6,6 +6,8 @@ import argparse
 import os
 import signal
 import sys
+import threading
+import time
 from collections.abc import Sequence
 
 from shapelens import __version__
@@ -14,7 +16,7 @@ from shapelens.engine.findings import FindingsConfig
 from shapelens.runner import RunRequest, UsageError, run_traced
 from shapelens.trace import write_trace
 
-FINDING_KINDS = ("broadcast", "mismatch", "nonfinite")
+FINDING_KINDS = ("broadcast", "mismatch", "nonfinite", "warnings")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -101,6 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="with sys.monitoring: stop watching a line after N hits (counts become N+)",
     )
     run.add_argument(
+        "--compile",
+        dest="keep_compile",
+        action="store_true",
+        help="keep torch.compile: compiled functions run compiled and their lines get no "
+        "hints (default: they run eagerly, with hints)",
+    )
+    run.add_argument(
         "--log",
         nargs="?",
         const="-",
@@ -145,12 +154,40 @@ def build_parser() -> argparse.ArgumentParser:
     merge = commands.add_parser(
         "merge", help="merge the per-rank traces of a distributed run (SHAPELENS_TRACE_DIR)"
     )
-    merge.add_argument("directory", help="folder holding rank-N.frames files")
+    merge.add_argument("directory", help="folder holding the rank files (SHAPELENS_TRACE_DIR)")
     merge.add_argument("-o", "--output", required=True, metavar="PATH", help="merged trace")
+    merge.add_argument(
+        "--run",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="merge this run (needed when the folder holds several); repeatable",
+    )
     lsp = commands.add_parser("lsp", help="start the language server (stdio by default)")
-    lsp.add_argument("--tcp", action="store_true", help="listen on TCP instead of stdio")
+    transport = lsp.add_mutually_exclusive_group()
+    transport.add_argument(
+        "--tcp",
+        action="store_true",
+        help="listen on TCP (loopback); a peer must first send the token from --token-file",
+    )
+    transport.add_argument(
+        "--socket", metavar="PATH", help="listen on a Unix socket only you can connect to (0600)"
+    )
+    transport.add_argument(
+        "--connect",
+        metavar="[HOST:]PORT",
+        help="relay stdio to a `shapelens lsp --tcp` server, sending its token (for editors)",
+    )
     lsp.add_argument("--host", default="127.0.0.1", help="loopback address to bind (--tcp)")
-    lsp.add_argument("--port", type=int, default=2087, help="port to listen on (--tcp)")
+    lsp.add_argument(
+        "--port", type=int, default=2087, help="port to listen on (--tcp; 0: any free one)"
+    )
+    lsp.add_argument(
+        "--token-file",
+        metavar="PATH",
+        help="--tcp: where to write the token (mode 0600; default "
+        "$XDG_RUNTIME_DIR/shapelens/lsp-PORT.token); --connect: where to read it",
+    )
     return parser
 
 
@@ -217,10 +254,12 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
         log=options.log,
         backend=options.backend,
         sample_hits=options.sample,
+        keep_compile=options.keep_compile,
         findings=FindingsConfig(
             broadcast="broadcast" not in off,
             mismatch="mismatch" not in off,
             nonfinite="nonfinite" not in off,
+            warnings="warnings" not in off,
             nonfinite_max_elements=options.nonfinite_max_elements,
             nonfinite_on_gpu=options.nonfinite_on_gpu,
         ),
@@ -228,12 +267,18 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
     if options.nproc_per_node is not None and options.nproc_per_node < 1:
         parser.error("--nproc-per-node must be at least 1")
     # Ctrl-C reaches the child (same process group); we wait for it to finish its way.
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # torchrun runs in its own session: run_distributed passes it on. A handler, not
+    # SIG_IGN: an ignored SIGINT is inherited through exec and the script would ignore it too.
+    interrupt = threading.Event()
+    distributed = options.nproc_per_node is not None
+    previous = signal.signal(signal.SIGINT, lambda *_: interrupt.set())
     try:
-        if options.nproc_per_node is not None:
+        if distributed:
             from shapelens.runner.distributed import run_distributed
 
-            result = run_distributed(request, options.nproc_per_node, tuple(options.torchrun_arg))
+            result = run_distributed(
+                request, options.nproc_per_node, tuple(options.torchrun_arg), interrupt=interrupt
+            )
         else:
             result = run_traced(request, on_debug=_announce_debugger)
     except UsageError as err:
@@ -258,15 +303,36 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
 
 
 def _merge(options: argparse.Namespace) -> int:
-    from shapelens.runner.distributed import read_rank_traces
+    from shapelens.runner.distributed import rank_files, read_rank_traces, runs_newest_first
     from shapelens.trace.merge import merge_traces
 
-    if not os.path.isdir(options.directory):
-        print(f"shapelens: no such directory: {options.directory}", file=sys.stderr)
+    directory = options.directory
+    if not os.path.isdir(directory):
+        print(f"shapelens: no such directory: {directory}", file=sys.stderr)
         return 2
-    ranks, ended = read_rank_traces(options.directory, os.getcwd())
-    if not ranks:
-        print(f"shapelens: no rank-N.frames files in {options.directory}", file=sys.stderr)
+    files = rank_files(directory)
+    runs = runs_newest_first(files)
+    unknown = [run for run in options.run if run not in runs]
+    if not runs or unknown:
+        missing = f"run {', '.join(unknown)}" if unknown else "shapelens rank files"
+        print(f"shapelens: no {missing} in {directory}", file=sys.stderr)
+        return 2
+    if len(runs) > 1 and not options.run:  # never guess: nodes of one job may differ in id
+        listing = [f"shapelens: {directory} holds {len(runs)} runs; choose with --run ID:"]
+        for run in runs:  # newest first
+            mine = [f for f in files if f.run == run]
+            when = time.localtime(max(f.modified for f in mine))
+            nodes = ",".join(str(n) for n in sorted({f.node for f in mine}))
+            numbers = ",".join(str(r) for r in sorted(f.rank for f in mine))
+            listing.append(
+                f"  {run}  {time.strftime('%Y-%m-%d %H:%M:%S', when)}  node {nodes}  rank {numbers}"
+            )
+        print("\n".join(listing), file=sys.stderr)
+        return 2
+    try:
+        ranks, ended = read_rank_traces(directory, os.getcwd(), runs=options.run or runs)
+    except UsageError as err:
+        print(f"shapelens: {err}", file=sys.stderr)
         return 2
     write_trace(merge_traces(ranks, ended_at=ended), options.output)
     print(f"shapelens: merged {len(ranks)} ranks into {options.output}", file=sys.stderr)
@@ -281,13 +347,31 @@ def _announce_debugger(host: str, port: int) -> None:
 def _lsp(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
     if options.tcp and options.host not in ("127.0.0.1", "::1", "localhost"):
         parser.error(f"--host must be a loopback address (got {options.host}): never expose it")
-    from shapelens.lsp.server import create_server  # pygls is only needed here
+    if options.token_file and not (options.tcp or options.connect):
+        parser.error("--token-file goes with --tcp or --connect")
+    from pathlib import Path
 
-    server = create_server()
-    if options.tcp:
-        server.start_tcp(options.host, options.port)
-    else:
-        server.start_io()
+    from shapelens.lsp import tcp  # pygls is only needed here
+    from shapelens.lsp.server import create_server
+
+    if not (options.tcp or options.socket or options.connect):
+        create_server().start_io()
+        return 0
+    token_file = Path(options.token_file) if options.token_file else None
+    try:
+        if options.connect:
+            try:
+                host, port = tcp.parse_address(options.connect)
+            except ValueError as err:
+                parser.error(f"--connect: {err}")
+            return tcp.bridge(host, port, tcp.bridge_token(port, token_file))
+        if options.tcp:
+            tcp.serve_tcp(create_server(), options.host, options.port, token_file)
+        else:
+            tcp.serve_unix(create_server(), Path(options.socket))
+    except (tcp.TokenError, OSError) as err:  # no token, a taken port: say so, no traceback
+        print(f"shapelens: {err}", file=sys.stderr)
+        return 1
     return 0
 
 

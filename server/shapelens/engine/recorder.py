@@ -83,9 +83,12 @@ class Recorder:
         self.findings: list[Message] = []
         self.sampled: dict[str, set[int]] = {}
         """Lines whose events were switched off after enough hits: counts are lower bounds."""
+        self.compile_mode: str | None = None
+        """How the program's torch.compile regions ran: "eager", "compiled", or never."""
         self._sent_sampled = 0
         self._sent_line_hits: dict[tuple[str, int], int] = {}
         self._sent_findings = 0
+        self._sent_compile_mode: str | None = None
 
     # -- building blocks handed to the tracer -------------------------------------------
     def hits_table(self, file: str) -> dict[int, int]:
@@ -155,6 +158,9 @@ class Recorder:
             new = self.findings[self._sent_findings :]
             self._sent_findings = len(self.findings)
             messages.append({"t": "findings", "entries": new})
+        if self.compile_mode != self._sent_compile_mode:
+            self._sent_compile_mode = self.compile_mode
+            messages.append({"t": "compile", "mode": self.compile_mode})
         return messages
 
 

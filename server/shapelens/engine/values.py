@@ -66,7 +66,10 @@ def classify(value: Any) -> int:
 def _classify(value: Any, tp: type) -> int:
     tensor_type = _torch_tensor_type()
     if tensor_type is not None and issubclass(tp, tensor_type):
-        return TORCH
+        # FakeTensor, FunctionalTensor: stand-ins while torch.compile/export trace user code
+        # (an allow_in_graph function, a custom op's fake kernel). No data, symbolic shapes
+        # whose every comparison would add a guard to their graph: not the user's values.
+        return IGNORED if tp.__module__.startswith("torch._subclasses.") else TORCH
     if tp is list or tp is tuple:
         return SEQUENCE
     if issubclass(tp, tuple) and (hasattr(tp, "_fields") or hasattr(tp, "n_fields")):

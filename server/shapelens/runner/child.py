@@ -31,6 +31,7 @@ from shapelens.engine.monitoring import MonitoringTracer
 from shapelens.engine.recorder import Recorder
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.source_map import SourceMaps
+from shapelens.engine.torch_compile import CompileControl
 from shapelens.engine.tracer import Tracer
 from shapelens.runner.protocol import FrameWriter
 
@@ -63,6 +64,9 @@ class ChildConfig:
     fast_exit: bool = False
     """Forked from the warm runner: once the results are sent, skip interpreter teardown
     (as multiprocessing's children do), which would cost ~0.4 s with torch loaded."""
+    keep_compile: bool = False
+    """Let the program's torch.compile regions compile (their lines get no hints); by
+    default they run eagerly."""
 
     @classmethod
     def from_json(cls, text: str) -> ChildConfig:
@@ -97,12 +101,19 @@ class ChildRun:
         self.tracer = Tracer(
             scope=scope, recorder=self.recorder, findings=config.findings, sources=self.sources
         )
+        self.tracer.op_watch.enabled = not config.keep_compile
         self.engine: Tracer | MonitoringTracer = self.tracer
         available = hasattr(sys, "monitoring")
         if config.backend == "monitoring" and not available:
             self.fail(f"--backend monitoring needs Python 3.12+ (this is {sys.version.split()[0]})")
         if available and config.backend in ("monitoring", "auto"):
             self.engine = MonitoringTracer(self.tracer, sample_hits=config.sample_hits)
+        self.compile = CompileControl(
+            scope=scope,
+            recorder=self.recorder,
+            keep=config.keep_compile,
+            callbacks=(ChildRun._patched_exit, ChildRun._forked),  # called from user code
+        )
         self._flush_lock = threading.Lock()
         self._ended = False
 
@@ -153,11 +164,22 @@ class ChildRun:
                 continue
 
     def _forked(self) -> None:
-        """A fork of user code (a DataLoader worker) must never write into our channel."""
+        """A fork of user code (a DataLoader worker, a daemon) is not traced and keeps none
+        of our pipes: it runs at full speed, never writes into the channel, and one that
+        outlives the run cannot hold the channel open (the parent reads it until EOF)."""
         self.writer.broken = True
         self._ended = True
         sys.settrace(None)
         threading.settrace(None)
+        if isinstance(self.engine, MonitoringTracer):
+            with contextlib.suppress(Exception):
+                self.engine.stop()
+        # faulthandler writes into the crash pipe: a reused descriptor number must not get it.
+        faulthandler.disable()
+        config = self.config
+        for fd in (config.channel_fd, config.control_fd, config.crash_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def _patched_exit(self, code: int) -> NoReturn:
         self.finish("exit", code, None)
@@ -204,6 +226,7 @@ class ChildRun:
             overwrite=output is not None,
             color=output is None and sys.stderr.isatty(),
         )
+        self.compile.callbacks.append(WholeRunSnooper.trace)
         snooper.install()
 
     def _wait_for_debugger(self) -> None:
@@ -268,6 +291,7 @@ class ChildRun:
                 self._start_log(self.config.log)
             except (ImportError, OSError) as err:
                 self.fail(f"cannot write the log {self.config.log}: {err}")
+        self.compile.install()
         self.engine.start()
         try:
             body()

@@ -1,17 +1,31 @@
-"""Distributed runs: every rank traced under PyTorch's own launcher (torchrun), merged."""
+"""Distributed runs: every rank traced under PyTorch's own launcher (torchrun), merged.
+
+Each rank streams into ``shapelens-<RUN>-node<N>-rank<R>.frames`` (and ``.crash``) in the
+trace directory: RUN names the run and is shared by the nodes of a job, N is torchrun's node
+rank, R the global rank. Only files named so are read or removed, so the directory may be
+shared between nodes and runs and hold the user's own files.
+
+torchrun starts every worker in its own session and passes no file descriptors, so a rank's
+control channel is a FIFO in this launcher's private directory: "stop" asks for a last flush,
+and EOF (we closed it, or died) makes the rank kill itself, so no rank outlives its launcher.
+"""
 
 from __future__ import annotations
 
-import glob
+import contextlib
 import json
 import os
 import re
+import secrets
+import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
-from dataclasses import replace
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from shapelens.runner.launcher import (
@@ -25,12 +39,26 @@ from shapelens.runner.launcher import (
     resolve_python,
 )
 from shapelens.runner.protocol import FrameReader
-from shapelens.runner.trace_builder import TraceBuilder
 from shapelens.trace import Trace
+from shapelens.trace.builder import TIMEOUT_EXIT_CODE, TraceBuilder
 from shapelens.trace.merge import merge_traces
 
 _RANK = str(Path(__file__).with_name("rank.py"))
 TRACE_DIR_VARIABLE = "SHAPELENS_TRACE_DIR"
+RUN_ID_VARIABLE = "SHAPELENS_RUN_ID"
+_RANK_FILE = re.compile(r"^shapelens-(?P<run>.+)-node(?P<node>\d+)-rank(?P<rank>\d+)\.frames$")
+STOP_WAIT_S = 10.0
+"""After a stop, how long torchrun may take to notice its workers ended (its monitor interval
+is 0.1 s since torch 2.3, 5 s before) before we kill it."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankFile:
+    run: str
+    node: int
+    rank: int
+    path: str
+    modified: float
 
 
 def run_distributed(
@@ -40,76 +68,235 @@ def run_distributed(
     *,
     on_output: OutputCallback | None = None,
     cancel: threading.Event | None = None,
+    interrupt: threading.Event | None = None,
 ) -> RunResult:
     """``torchrun --nproc-per-node N`` with every rank traced; the ranks' traces merged.
 
     With ``request.capture_output`` the output goes to ``on_output`` (the language server's
-    stdout is its protocol channel); ``cancel`` stops every rank."""
+    stdout is its protocol channel); ``cancel`` stops every rank (status ``timeout``, as
+    ``request.timeout_s`` does). ``interrupt`` is set by the caller's SIGINT handler (only
+    the main thread gets signals, and torchrun runs in its own session): the first Ctrl-C
+    goes to torchrun, which hands it to every rank (a ``KeyboardInterrupt`` at the user's
+    line, as in a single-process run); a second one stops the ranks at once."""
     python = resolve_python(request.python)
     cwd, target = checked_target(request)
-    directory = os.environ.get(TRACE_DIR_VARIABLE) or tempfile.mkdtemp(prefix="shapelens-ranks-")
-    os.makedirs(directory, exist_ok=True)
-    for stale in glob.glob(os.path.join(directory, "rank-*")):
-        os.unlink(stale)
-    config = child_config(request, cwd, target)
+    env = os.environ if request.env is None else request.env
     # One node unless the user set up a rendezvous for several (multi-node jobs).
     multi_node = any(a.startswith(("--nnodes", "--rdzv", "--master")) for a in torchrun_args)
-    command = [
-        python, "-m", "torch.distributed.run", *([] if multi_node else ["--standalone"]),
-        f"--nproc-per-node={nproc_per_node}", *torchrun_args,
-        _RANK, directory, json.dumps(config),
-    ]  # fmt: skip
+    run_id, shared = _run_id(env, torchrun_args, multi_node)
+    private = tempfile.mkdtemp(prefix="shapelens-run-")  # 0700: control FIFOs, default traces
+    try:
+        directory = env.get(TRACE_DIR_VARIABLE) or private
+        os.makedirs(directory, exist_ok=True)
+        if not multi_node:  # a reused id: its old files are ours (no other node writes now)
+            remove_run(directory, run_id)
+        elif directory != private and not shared:
+            note = (
+                f"shapelens: this node's ranks are saved as run {run_id} in {directory}; give "
+                f"every node the same {RUN_ID_VARIABLE} (or --rdzv-id) to merge them as one run\n"
+            )
+            _say(request, on_output, note)
+        config = child_config(request, cwd, target)
+        command = [
+            python, "-m", "torch.distributed.run", *([] if multi_node else ["--standalone"]),
+            f"--nproc-per-node={nproc_per_node}", *torchrun_args,
+            _RANK, directory, run_id, private, json.dumps(config),
+        ]  # fmt: skip
+        return _launch(
+            request, command, cwd, target, directory, run_id, private, nproc_per_node,
+            on_output=on_output, cancel=cancel, interrupt=interrupt,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def _launch(
+    request: RunRequest,
+    command: list[str],
+    cwd: str,
+    target: str,
+    directory: str,
+    run_id: str,
+    private: str,
+    nproc_per_node: int,
+    *,
+    on_output: OutputCallback | None,
+    cancel: threading.Event | None,
+    interrupt: threading.Event | None,
+) -> RunResult:
+    controls = []
+    for local_rank in range(nproc_per_node):
+        fifo = os.path.join(private, f"control-{local_rank}")
+        os.mkfifo(fifo, 0o600)
+        controls.append(os.open(fifo, os.O_RDWR | os.O_NONBLOCK))  # a writer that never blocks
     started = time.monotonic()
     pipe = subprocess.PIPE if request.capture_output else None
-    process = subprocess.Popen(
-        command, cwd=cwd, env=request.env, start_new_session=True, stdout=pipe, stderr=pipe
-    )
+    try:
+        process = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=request.env,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL if request.stdin == "empty" else None,
+            stdout=pipe,
+            stderr=pipe,
+        )
+    except OSError as err:
+        for fd in controls:
+            os.close(fd)
+        raise UsageError(f"cannot start the interpreter {command[0]}: {err.strerror}") from err
     pumps = pump_output(process, on_output) if request.capture_output else []
     deadline = None if request.timeout_s is None else started + request.timeout_s
-    stopped = False
+    stopped: str | None = None  # "timeout" or "cancelled": we stopped the ranks
+    interrupted = False
     try:
         while process.poll() is None:
-            if (cancel is not None and cancel.is_set()) or (
-                deadline is not None and time.monotonic() >= deadline
-            ):
-                os.killpg(process.pid, signal.SIGKILL)
-                stopped = True
+            if interrupt is not None and interrupt.is_set():
+                interrupt.clear()
+                if interrupted:  # a second Ctrl-C: don't wait for the ranks to unwind
+                    _stop(process, controls, private)
+                    break
+                interrupted = True
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGINT)
+            if cancel is not None and cancel.is_set():
+                stopped = "cancelled"
+            elif deadline is not None and time.monotonic() >= deadline:
+                stopped = "timeout"
+            if stopped is not None:
+                _stop(process, controls, private)
                 break
             time.sleep(0.1)  # torchrun gives no event to wait on: poll cancel and deadline
-    except KeyboardInterrupt:
-        os.killpg(process.pid, signal.SIGINT)
+    finally:
+        for fd in controls:  # every rank is gone by now, or must go
+            os.close(fd)
+        controls.clear()
     returncode = process.wait()
     for pump in pumps:
         pump.join()
-    timed_out = stopped
-    ranks, ended = read_rank_traces(directory, cwd, duration_s=time.monotonic() - started)
+    duration = time.monotonic() - started
+    ranks, ended = read_rank_traces(directory, cwd, runs=(run_id,), duration_s=duration)
+    if not ranks and stopped is not None:  # stopped before any rank started: an empty trace
+        empty = TraceBuilder(argv=[target, *request.args])
+        return RunResult(trace=empty.build(duration_s=duration, returncode=None, outcome=stopped))
     if not ranks:
         raise UsageError(f"no rank wrote a trace into {directory} (torchrun exited {returncode})")
-    trace = merge_traces(ranks, exit_code=124 if timed_out else returncode, ended_at=ended)
+    if stopped is not None:
+        trace = merge_traces(ranks, exit_code=TIMEOUT_EXIT_CODE, ended_at=ended)
+        reason = "cancelled" if stopped == "cancelled" else "stopped by the time limit"
+        trace = replace(trace, status="timeout", detail=f"{reason} ({trace.detail})")
+    else:
+        # After Ctrl-C, torchrun's own status says nothing: the ranks' (130) is the run's.
+        trace = merge_traces(ranks, exit_code=None if interrupted else returncode, ended_at=ended)
     return RunResult(trace=replace(trace, argv=(target, *request.args)))
 
 
+def _stop(process: subprocess.Popen[bytes], controls: list[int], private: str) -> None:
+    """Every local rank sends its last results and ends; then torchrun ends."""
+    for name in os.listdir(private):
+        if name.startswith("control-"):  # a worker torchrun restarts finds none: it ends
+            os.unlink(os.path.join(private, name))
+    for fd in controls:
+        with contextlib.suppress(OSError):
+            os.write(fd, b"stop\n")  # read before the EOF that follows: flush, then die
+        os.close(fd)
+    controls.clear()
+    try:
+        process.wait(STOP_WAIT_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def _run_id(
+    env: Mapping[str, str], torchrun_args: tuple[str, ...], multi_node: bool
+) -> tuple[str, bool]:
+    """The run's id, and whether it was given (shared by the nodes of a job) or made here."""
+    given = env.get(RUN_ID_VARIABLE)
+    if not given and multi_node:  # the rendezvous id is the same on every node of the job
+        given = _option(torchrun_args, ("--rdzv-id", "--rdzv_id")) or env.get("PET_RDZV_ID")
+    if given:
+        return re.sub(r"[^A-Za-z0-9_.-]", "_", given), True
+    return time.strftime("%Y%m%dT%H%M%S") + "-" + secrets.token_hex(3), False
+
+
+def _option(args: tuple[str, ...], names: tuple[str, ...]) -> str | None:
+    for index, arg in enumerate(args):
+        name, equals, value = arg.partition("=")
+        if name in names:
+            return value if equals else (args[index + 1] if index + 1 < len(args) else None)
+    return None
+
+
+def _say(request: RunRequest, on_output: OutputCallback | None, text: str) -> None:
+    if not request.capture_output:
+        sys.stderr.write(text)
+    elif on_output is not None:
+        on_output("stderr", text)
+
+
+def rank_files(directory: str) -> list[RankFile]:
+    """The rank files ShapeLens wrote in ``directory`` (of every run), by run, node, rank."""
+    found = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(directory):
+            match = _RANK_FILE.match(entry.name)
+            if match is None or not entry.is_file():
+                continue
+            found.append(
+                RankFile(
+                    run=match["run"],
+                    node=int(match["node"]),
+                    rank=int(match["rank"]),
+                    path=entry.path,
+                    modified=entry.stat().st_mtime,
+                )
+            )
+    return sorted(found, key=lambda f: (f.run, f.node, f.rank))
+
+
+def runs_newest_first(files: Collection[RankFile]) -> list[str]:
+    latest: dict[str, float] = {}
+    for file in files:
+        latest[file.run] = max(latest.get(file.run, 0.0), file.modified)
+    return sorted(latest, key=lambda run: latest[run], reverse=True)
+
+
+def remove_run(directory: str, run_id: str) -> None:
+    """Delete one run's rank files (only files ShapeLens wrote: never the user's)."""
+    for file in rank_files(directory):
+        if file.run == run_id:
+            for path in (file.path, str(Path(file.path).with_suffix(".crash"))):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+
+
 def read_rank_traces(
-    directory: str, root: str, *, duration_s: float = 0.0
+    directory: str, root: str, *, runs: Collection[str], duration_s: float = 0.0
 ) -> tuple[dict[int, Trace], dict[int, float]]:
-    """Each ``rank-N.frames`` in ``directory`` as a trace (what a crashed rank had sent too),
-    and when each rank ended (wall clock), for those that did."""
+    """Each rank file of ``runs`` in ``directory`` as a trace (what a crashed rank had sent
+    too), and when each rank ended (wall clock), for those that did."""
     traces: dict[int, Trace] = {}
     ended: dict[int, float] = {}
-    for path in sorted(glob.glob(os.path.join(directory, "rank-*.frames"))):
-        found = re.search(r"rank-(\d+)\.frames$", path)
-        if found is None:
+    where: dict[int, str] = {}
+    for file in rank_files(directory):
+        if file.run not in runs:
             continue
-        rank = int(found[1])
+        if file.rank in traces:
+            raise UsageError(
+                f"rank {file.rank} is in two files: {os.path.basename(where[file.rank])} and "
+                f"{os.path.basename(file.path)}"
+            )
+        where[file.rank] = file.path
         builder = TraceBuilder(argv=[])
         reader = FrameReader()
-        with open(path, "rb") as frames:
+        with open(file.path, "rb") as frames:
             for message in reader.feed(frames.read()):
                 builder.accept(message)
-        crash = Path(path).with_suffix(".crash")
+        crash = Path(file.path).with_suffix(".crash")
         if crash.exists():
             builder.crash_report(crash.read_text(errors="replace"), root)
-        traces[rank] = builder.build(duration_s=duration_s, returncode=None, outcome=None)
+        traces[file.rank] = builder.build(duration_s=duration_s, returncode=None, outcome=None)
         if builder.end is not None and "ended_at" in builder.end:
-            ended[rank] = float(builder.end["ended_at"])
+            ended[file.rank] = float(builder.end["ended_at"])
     return traces, ended

@@ -15,13 +15,13 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Literal
 
 from shapelens.engine.findings import FindingsConfig
 from shapelens.runner.protocol import FrameReader
-from shapelens.runner.trace_builder import TraceBuilder
 from shapelens.runner.warm import WarmProcess, WarmRunner
 from shapelens.trace import Trace
+from shapelens.trace.builder import TraceBuilder
 
 _BOOTSTRAP = str(Path(__file__).with_name("_bootstrap.py"))
 RUNNER_PACKAGE = str(Path(__file__).resolve().parents[1])
@@ -50,6 +50,9 @@ class RunRequest:
     flush_interval_s: float = 0.25
     capture_output: bool = False
     """Pipe the script's stdout/stderr to ``on_output`` instead of inheriting them."""
+    stdin: Literal["inherit", "empty"] = "inherit"
+    """"empty": the script reads /dev/null (``input()`` raises EOFError). The language server
+    needs it: an inherited stdin would be its own JSON-RPC stream."""
     debug: bool = False
     """Start debugpy in the child (127.0.0.1, free port) and wait for a DAP client."""
     log: str | None = None
@@ -58,6 +61,9 @@ class RunRequest:
     """Tracing mechanism: "auto" (sys.monitoring on 3.12+), "settrace" or "monitoring"."""
     sample_hits: int | None = None
     """With sys.monitoring: stop a line's events after this many hits (counts become ≥)."""
+    keep_compile: bool = False
+    """Let torch.compile compile the program's functions (no hints inside them); by
+    default they run eagerly, with hints."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,7 +112,9 @@ def run_traced(
     pipe = subprocess.PIPE if request.capture_output else None
     started = time.monotonic()
     process: subprocess.Popen[bytes] | WarmProcess | None = None
-    if warm is not None and not request.debug and warm.suits(python, env):
+    # The fork server gives every child /dev/null as stdin: it can't pass on ours.
+    forkable = not request.debug and request.stdin == "empty"
+    if warm is not None and forkable and warm.suits(python, env):
         process = warm.spawn(
             {
                 "config": config,
@@ -121,6 +129,7 @@ def run_traced(
             [python, _BOOTSTRAP, json.dumps(config)],
             cwd=cwd,
             env=env,
+            stdin=subprocess.DEVNULL if request.stdin == "empty" else None,
             stdout=pipe,
             stderr=pipe,
             pass_fds=(channel_write, control_read, crash_write),
@@ -187,6 +196,7 @@ def child_config(request: RunRequest, cwd: str, target: str) -> dict[str, object
         "log": request.log,
         "backend": request.backend,
         "sample_hits": request.sample_hits,
+        "keep_compile": request.keep_compile,
     }
 
 

@@ -1,9 +1,12 @@
-"""One rank of a distributed run, as torchrun starts it: ``python rank.py DIR CONFIG_JSON``.
+"""One rank of a distributed run, as torchrun starts it:
+``python rank.py TRACE_DIR RUN_ID CONTROL_DIR CONFIG_JSON``.
 
-The rank is an ordinary traced child whose channel is a file, ``DIR/rank-<RANK>.frames``
-(same frames, same periodic flushes, so a crashed rank leaves what it had), which
+The rank is an ordinary traced child whose channel is a file,
+``TRACE_DIR/shapelens-<RUN_ID>-node<N>-rank<R>.frames`` (N: torchrun's node rank, R: the
+global rank; same frames, same periodic flushes, so a crashed rank leaves what it had), which
 ``shapelens merge`` or the launcher reads afterwards. The directory may be shared between
-nodes (``SHAPELENS_TRACE_DIR``).
+nodes (``SHAPELENS_TRACE_DIR``). Its control channel is the launcher's FIFO
+``CONTROL_DIR/control-<LOCAL_RANK>`` (see distributed.py).
 """
 
 import json
@@ -14,15 +17,22 @@ sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__
 from shapelens.runner.child import ChildConfig, ChildRun  # noqa: E402
 
 sys.path[0] = ""
-directory, config_json = sys.argv[1], sys.argv[2]
-rank = os.environ.get("RANK", "0")
+directory, run_id, control_dir, config_json = sys.argv[1:5]
+fifo = os.path.join(control_dir, f"control-{os.environ.get('LOCAL_RANK', '0')}")
+try:
+    # Non-blocking: opening a FIFO for reading waits for a writer otherwise.
+    control = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+except OSError:
+    # The launcher stopped the run (or is gone): a worker torchrun restarts must not run.
+    sys.exit("shapelens: the run was stopped")
+os.set_blocking(control, True)
+node, rank = os.environ.get("GROUP_RANK", "0"), os.environ.get("RANK", "0")
+stem = os.path.join(directory, f"shapelens-{run_id}-node{node}-rank{rank}")
 flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
 config = json.loads(config_json)
-# A control pipe whose write end we hold: no stop requests, and never an EOF.
-control_read, _control_write = os.pipe()
 config.update(
-    channel_fd=os.open(os.path.join(directory, f"rank-{rank}.frames"), flags, 0o644),
-    control_fd=control_read,
-    crash_fd=os.open(os.path.join(directory, f"rank-{rank}.crash"), flags, 0o644),
+    channel_fd=os.open(stem + ".frames", flags, 0o644),
+    control_fd=control,
+    crash_fd=os.open(stem + ".crash", flags, 0o644),
 )
 ChildRun(ChildConfig.from_json(json.dumps(config))).run()

@@ -33,8 +33,11 @@ def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
     from shapelens.runner.child import ChildConfig, ChildRun
 
     os.setsid()
+    # Never the server's stdin: a read hits EOF at once (input() raises EOFError).
     null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
+    if null != 0:
+        os.dup2(null, 0)
+        os.close(null)
     os.dup2(fds["stdout"], 1)
     os.dup2(fds["stderr"], 2)
     os.chdir(request["cwd"])
@@ -44,6 +47,7 @@ def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
     config.update(
         channel_fd=fds["channel"], control_fd=fds["control"], crash_fd=fds["crash"], fast_exit=True
     )
+    sys.stdin = os.fdopen(0, "r", closefd=False)  # nothing buffered from the server's pipe
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
     ChildRun(ChildConfig.from_json(json.dumps(config))).run()

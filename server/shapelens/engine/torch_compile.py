@@ -1,0 +1,186 @@
+"""``torch.compile`` under the tracer.
+
+Two problems, two remedies, both applied the moment torch is imported (at once when it is
+already loaded, else by a one-shot import hook), so a run that never imports torch pays
+nothing:
+
+* Dynamo's frame-evaluation hook sees every Python frame the thread evaluates, including
+  ShapeLens's callbacks run from inside a compiled region (trace functions on 3.11, a
+  torch function mode, a warnings hook): it would trace and compile them, warn about them
+  in the user's output and break graphs on them. Every code object of the engine is
+  marked "skip, and skip what it calls" for dynamo: a C-level flag that costs nothing per
+  call (``torch._dynamo.disable`` would wrap each callback in Python).
+* Lines of a compiled function run as compiled code, which has no lines to report. By
+  default the program's own ``torch.compile`` calls get ``disable=True`` (torch's own
+  documented no-op: the function or module comes back unchanged and runs eagerly, with
+  hints); with ``keep`` they compile as usual. Calls made inside torch itself (for example
+  flex_attention's) are left alone.
+
+Which of the two happened is recorded as the run's compile mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from types import CodeType, FrameType, FunctionType, ModuleType
+from typing import Any, Literal
+
+from shapelens.engine.recorder import Recorder
+from shapelens.engine.scope import UserCodeScope
+
+CompileMode = Literal["eager", "compiled"]
+
+# torch's own forwarders of a user's call: ``@torch.compile(mode=...)`` returns ``fn``,
+# which calls torch.compile again; ``Module.compile()`` calls it on ``_call_impl``.
+_FORWARDERS = frozenset({"fn", "compile"})
+
+
+def nested_codes(functions: Iterable[Callable[..., Any]]) -> list[CodeType]:
+    """The code objects of ``functions`` and of everything defined inside them (closures
+    such as local trace functions, classes such as a TorchFunctionMode)."""
+    found: list[CodeType] = []
+    pending = [f.__code__ for f in functions]
+    while pending:
+        code = pending.pop()
+        found.append(code)
+        pending.extend(c for c in code.co_consts if isinstance(c, CodeType))
+    return found
+
+
+def engine_functions() -> list[Callable[..., Any]]:
+    """Every function and method defined in the loaded modules of this package: the engine
+    runs only from the interpreter's callbacks (trace functions, sys.monitoring, a torch
+    function mode, a warnings hook), never the user's code, so all of it stays with them."""
+    package = __name__.rpartition(".")[0]
+    found: list[Callable[..., Any]] = []
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == package or name.startswith(package + ".")):
+            continue
+        for value in list(vars(module).values()):
+            if getattr(value, "__module__", None) != name:
+                continue
+            members = list(vars(value).values()) if isinstance(value, type) else [value]
+            for member in members:
+                for function in (
+                    getattr(member, "__func__", member),  # staticmethod, classmethod
+                    getattr(member, "fget", None),  # property
+                    getattr(member, "fset", None),
+                ):
+                    if isinstance(function, FunctionType):
+                        found.append(function)
+    return found
+
+
+class CompileControl:
+    """Installs both remedies in the traced child and records the compile mode."""
+
+    def __init__(
+        self,
+        *,
+        scope: UserCodeScope,
+        recorder: Recorder,
+        keep: bool,
+        callbacks: Sequence[Callable[..., Any]] = (),
+    ) -> None:
+        self.scope = scope
+        self.recorder = recorder
+        self.keep = keep
+        self.callbacks = list(callbacks)
+        """Callbacks outside the engine (the runner's, the log's), kept out of dynamo too."""
+
+    def install(self) -> None:
+        torch = sys.modules.get("torch")
+        if torch is not None and hasattr(torch, "compile"):
+            with contextlib.suppress(Exception):  # the warm runner imported it before us
+                self._on_torch(torch)
+        else:
+            sys.meta_path.insert(0, _AfterImport("torch", self._on_torch))
+
+    def _on_torch(self, torch: ModuleType) -> None:
+        self._keep_out_of_dynamo(torch)
+        original = getattr(torch, "compile", None)
+        if callable(original) and not getattr(original, "__shapelens__", False):
+            torch_dir = os.path.dirname(torch.__file__ or "")
+            setattr(torch, "compile", self._wrap(original, torch_dir))  # noqa: B010
+
+    def _keep_out_of_dynamo(self, torch: ModuleType) -> None:
+        try:
+            eval_frame = torch._C._dynamo.eval_frame
+            action = eval_frame._FrameAction.SKIP
+            strategy = eval_frame._FrameExecStrategy(action, action)
+            for code in nested_codes([*engine_functions(), *self.callbacks]):
+                eval_frame.set_code_exec_strategy(code, strategy)
+        except (AttributeError, ImportError, RuntimeError, TypeError):
+            pass  # an older torch: the non-finite scan still stands aside while compiling
+
+    def _wrap(self, original: Callable[..., Any], torch_dir: str) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def patched(*args: Any, **kwargs: Any) -> Any:
+            model = args[0] if args else kwargs.get("model")
+            if (
+                model is not None
+                and not kwargs.get("disable")
+                and self._called_by_user(sys._getframe(1), torch_dir)
+            ):
+                if not self.keep:
+                    kwargs["disable"] = True
+                self.recorder.compile_mode = "compiled" if self.keep else "eager"
+            return original(*args, **kwargs)
+
+        patched.__shapelens__ = True  # type: ignore[attr-defined]
+        return patched
+
+    def _called_by_user(self, frame: FrameType | None, torch_dir: str) -> bool:
+        torch_prefix = os.path.join(torch_dir, "")
+        while (
+            frame is not None
+            and frame.f_code.co_name in _FORWARDERS
+            and frame.f_code.co_filename.startswith(torch_prefix)
+        ):
+            frame = frame.f_back
+        return frame is not None and self.scope.user_file(frame.f_code.co_filename) is not None
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Calls ``callback(module)`` once ``name`` has been imported, then steps aside.
+
+    It finds nothing itself: it asks the other finders for the module's spec and wraps
+    that loader's ``exec_module`` (a per-module loader instance), so what the module sees
+    (its ``__spec__``, ``__loader__``) is unchanged."""
+
+    def __init__(self, name: str, callback: Callable[[ModuleType], None]) -> None:
+        self.name = name
+        self.callback = callback
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        loader = spec.loader if spec is not None else None
+        original = getattr(loader, "exec_module", None)
+        if spec is None or loader is None or original is None:
+            return spec
+        callback = self.callback
+
+        def exec_module(module: ModuleType) -> None:
+            original(module)
+            with contextlib.suppress(Exception):  # never let ShapeLens break an import
+                callback(module)
+
+        with contextlib.suppress(AttributeError, TypeError):
+            loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
