@@ -128,3 +128,62 @@ def test_nonfinite_in_torch_training_and_gpu_tensors_skipped(script, tmp_path: P
     assert "Inf" in finding["message"]
     # meta (stand-in for GPU) tensors are never scanned
     assert all(f["line"] != line_of(main, "big =") for f in run.trace["findings"])  # type: ignore[index]
+
+
+def test_a_comment_silences_a_line(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = script(
+        """
+        import numpy as np
+        y = np.ones(4); c = np.ones((4, 1))
+        kept = y - c
+        quiet = y - c  # shapelens: ignore[broadcast]
+        other = y - c  # shapelens: ignore[nonfinite]
+        every = y - c  # shapelens: ignore
+        """
+    )
+    run = run_cli("--quiet", "main.py", cwd=tmp_path)
+    lines = sorted(f["line"] for f in run.findings("broadcast"))
+    assert lines == [line_of(main, "kept ="), line_of(main, "other =")]
+
+
+def test_real_program_patterns(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The seed's broadcast through calls, torch's own warning, and no alarm on intended
+    outer products or causal masks."""
+    pytest.importorskip("torch")
+    main = script(
+        """
+        import math
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+        fc = nn.Linear(3, 1)
+        x = torch.randn(32, 3); y = torch.randn(32, 1)
+        loss = ((fc(x) - y.squeeze(1)) ** 2).mean()
+        warned = F.mse_loss(fc(x), y.squeeze(1))
+        position = torch.arange(0, 50).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, 8, 2) * (-math.log(10000.0) / 8))
+        pe = torch.sin(position * div_term)
+        pts = torch.randn(5, 2)
+        dist = ((pts[:, None, :] - pts[None, :, :]) ** 2).sum(-1)
+        att = torch.randn(2, 4, 4)
+        att = att.masked_fill(torch.tril(torch.ones(4, 4)) == 0, float("-inf"))
+        additive = torch.log(torch.tril(torch.ones(4, 4)))
+        scores = torch.randn(4, 4) + additive
+        probs = F.softmax(att, dim=-1)
+        logp = torch.log(torch.tensor([0.5, 0.5, 0.0]))
+        """
+    )
+    run = run_cli("--quiet", "main.py", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    [broadcast] = run.findings("broadcast")
+    assert broadcast["line"] == line_of(main, "loss =")
+    assert [(o["name"], o["shape"]) for o in broadcast["operands"]] == [
+        ("fc(x)", [32, 1]),
+        ("y.squeeze(1)", [32]),
+    ]
+    assert broadcast["result_shape"] == [32, 32]
+    [warning] = run.findings("library_warning")
+    assert warning["line"] == line_of(main, "warned =") and warning["severity"] == "warning"
+    assert "target size" in warning["error"]
+    [nonfinite] = run.findings("nonfinite")
+    assert nonfinite["line"] == line_of(main, "logp =") and nonfinite["state"] == "Inf"

@@ -9,7 +9,7 @@ export interface Settings {
   extraArgs: string[];
   extraEnv: Record<string, string>;
   timeout: number | null;
-  findings: { broadcast: boolean; mismatch: boolean; nonfinite: boolean; nonfiniteOnGpu: boolean };
+  findings: { broadcast: boolean; mismatch: boolean; nonfinite: boolean; warnings: boolean; nonfiniteOnGpu: boolean };
 }
 
 export const DEFAULTS: Settings = {
@@ -19,7 +19,7 @@ export const DEFAULTS: Settings = {
   extraArgs: [],
   extraEnv: {},
   timeout: null,
-  findings: { broadcast: true, mismatch: true, nonfinite: true, nonfiniteOnGpu: false },
+  findings: { broadcast: true, mismatch: true, nonfinite: true, warnings: true, nonfiniteOnGpu: false },
 };
 
 export type Getter = (key: string) => unknown;
@@ -50,6 +50,7 @@ export function readSettings(get: Getter): { settings: Settings; problems: strin
       broadcast: pick("findings.broadcast", true, isBool),
       mismatch: pick("findings.mismatch", true, isBool),
       nonfinite: pick("findings.nonfinite", true, isBool),
+      warnings: pick("findings.warnings", true, isBool),
       nonfiniteOnGpu: pick("findings.nonfiniteOnGpu", false, isBool),
     },
   };
@@ -67,6 +68,7 @@ export function serverSettings(settings: Settings, interpreter: string): { shape
         broadcast: settings.findings.broadcast,
         mismatch: settings.findings.mismatch,
         nonfinite: settings.findings.nonfinite,
+        warnings: settings.findings.warnings,
       },
       nonfiniteOnGpu: settings.findings.nonfiniteOnGpu,
       maxHintLength: Math.min(settings.maxHintLength, 200),

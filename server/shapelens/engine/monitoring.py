@@ -50,12 +50,14 @@ class MonitoringTracer:
         # Exceptions are global events only; their callbacks return at once for other code.
         monitoring.set_events(tool, events.PY_START | events.RAISE | events.PY_UNWIND)
         self._tool = tool
+        self.tracer.start_listening()
 
     def stop(self) -> None:
         tool = self._tool
         if tool is None:
             return
         self._tool = None
+        self.tracer.stop_listening()
         monitoring = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
         monitoring.set_events(tool, 0)
         for code in self._enabled:
@@ -101,6 +103,8 @@ class MonitoringTracer:
         previous = self._previous.get(key, NO_STATEMENT)
         if statement == previous:
             return None
+        if self.tracer._watched:
+            self.tracer.end_watch(frame)
         if previous in info.stores:
             self.tracer._capture(frame, info, previous, info.stores[previous], False)
         self._previous[key] = statement
@@ -111,7 +115,7 @@ class MonitoringTracer:
             if self.sample_hits is not None and count >= self.sample_hits:
                 self.tracer.recorder.mark_sampled(info.file, statement)
                 disable = True
-        if statement in info.elementwise:
+        if statement in info.broadcast_lines:
             self.tracer._check_broadcast(frame, info, statement)
         return sys.monitoring.DISABLE if disable else None  # type: ignore[attr-defined,unused-ignore]
 
@@ -120,6 +124,8 @@ class MonitoringTracer:
         if info is None:
             return None
         frame = sys._getframe(1)
+        if self.tracer._watched:
+            self.tracer.end_watch(frame)
         previous = self._previous.pop(id(frame), NO_STATEMENT)
         if previous in info.stores:
             self.tracer._capture(frame, info, previous, info.stores[previous], False)
@@ -143,6 +149,8 @@ class MonitoringTracer:
         if info is None:
             return None
         frame = sys._getframe(1)
+        if self.tracer._watched:
+            self.tracer.end_watch(frame)
         self._previous[id(frame)] = NO_STATEMENT  # the running statement did not complete
         self.tracer._on_exception(frame, info, (type(exc), exc, exc.__traceback__))
         return None

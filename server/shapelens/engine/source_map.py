@@ -13,12 +13,45 @@ import linecache
 from dataclasses import dataclass, field
 from typing import Any
 
+from shapelens.engine.findings.intent import reduced_to_scalar, shaping_of
+
 # A tiny expression tree the broadcast check evaluates with operand shapes:
 #   ("name", path)            path: ("y",) or ("self", "bias")
 #   ("scalar",)               a numeric literal
 #   ("op", symbol, text, left, right)
 Expr = tuple[Any, ...]
 
+
+@dataclass(frozen=True)
+class Candidate:
+    """A fully-understood elementwise expression (names, attributes, literals only)."""
+
+    expr: Expr
+    reduced: bool
+    """Its value flows into a whole reduction or a loss (``((y - p) ** 2).mean()``)."""
+
+
+@dataclass(frozen=True)
+class OpSite:
+    """One elementwise operator of a statement, for the checks that see operand *values*
+    (calls, subscripts): which operator, its operands' text, and what the text shows."""
+
+    op: str
+    text: str
+    left: str
+    right: str
+    shaping: int
+    """How the operands' text shapes them (``intent.EXPLICIT``, ``KEEPDIM``, none)."""
+    reduced: bool
+
+_COMPARISONS: dict[type[ast.cmpop], str] = {
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+}
 _ELEMENTWISE_OPS: dict[type[ast.operator], str] = {
     ast.Add: "+",
     ast.Sub: "-",
@@ -55,11 +88,50 @@ class SourceMap:
     lines: tuple[str, ...]
     statement_of: dict[int, int] = field(default_factory=dict)
     def_line_of: dict[int, int] = field(default_factory=dict)
-    elementwise: dict[int, tuple[Expr, ...]] = field(default_factory=dict)
+    elementwise: dict[int, tuple[Candidate, ...]] = field(default_factory=dict)
+    op_sites: dict[int, tuple[OpSite, ...]] = field(default_factory=dict)
+    """Every elementwise operator of a statement, in evaluation order."""
     statements: dict[int, ast.AST] = field(default_factory=dict)
 
     def text(self, line: int) -> str:
         return self.lines[line - 1].rstrip("\n") if 0 < line <= len(self.lines) else ""
+
+    def assignment_line(self, name: str, *, on_self: bool) -> int | None:
+        """The first line that assigns ``name`` (``self.name = ...`` with ``on_self``)."""
+        lines = []
+        for line, node in self.statements.items():
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = list(node.targets)
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+                targets = [node.target]
+            for target in targets:
+                if (on_self and (
+                    isinstance(target, ast.Attribute)
+                    and target.attr == name
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"
+                )) or (not on_self and any(
+                    isinstance(n, ast.Name) and n.id == name for n in ast.walk(target)
+                )):
+                    lines.append(line)
+        return min(lines) if lines else None
+
+    def statement_text(self, line: int) -> str:
+        """The whole statement that starts on ``line`` (several lines for a long call)."""
+        node = self.statements.get(line)
+        end = int(getattr(node, "end_lineno", None) or line)
+        if isinstance(node, ast.stmt) and hasattr(node, "body"):
+            end = line  # a compound statement: its header only
+        return " ".join(self.text(n).strip() for n in range(line, end + 1))
+
+
+def _has_elementwise(stmt: ast.stmt) -> bool:
+    return any(
+        (isinstance(n, ast.BinOp) and type(n.op) in _ELEMENTWISE_OPS)
+        or (isinstance(n, ast.Compare) and type(n.ops[0]) in _COMPARISONS)
+        for n in ast.walk(stmt)
+    )
 
 
 def _header_end(node: ast.stmt) -> int:
@@ -106,9 +178,15 @@ def _operand_count(expr: Expr) -> int:
     return 1 if expr[0] == "name" else 0
 
 
-def _elementwise_candidates(stmt: ast.stmt, source: str) -> tuple[Expr, ...]:
+def _parents(stmt: ast.stmt) -> dict[ast.AST, ast.AST]:
+    return {child: node for node in ast.walk(stmt) for child in ast.iter_child_nodes(node)}
+
+
+def _elementwise_candidates(
+    stmt: ast.stmt, source: str, parents: dict[ast.AST, ast.AST]
+) -> tuple[Candidate, ...]:
     """Largest fully-understood elementwise sub-expressions of one statement."""
-    found: list[Expr] = []
+    found: list[Candidate] = []
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, _NESTED_SCOPES) or (node is not stmt and isinstance(node, ast.stmt)):
@@ -117,13 +195,52 @@ def _elementwise_candidates(stmt: ast.stmt, source: str) -> tuple[Expr, ...]:
             expr = _to_expr(node, source)
             if expr is not None:
                 if _operand_count(expr) >= 2:
-                    found.append(expr)
+                    found.append(Candidate(expr, reduced_to_scalar(node, parents)))
                 return
         for child in ast.iter_child_nodes(node):
             visit(child)
 
     visit(stmt)
     return tuple(found)
+
+
+def _op_sites(stmt: ast.stmt, source: str, parents: dict[ast.AST, ast.AST]) -> tuple[OpSite, ...]:
+    """Every elementwise operator and comparison, in the order Python evaluates them."""
+    sites: list[OpSite] = []
+
+    def text(node: ast.AST) -> str:
+        return " ".join((ast.get_source_segment(source, node) or "?").split())
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, _NESTED_SCOPES) or (node is not stmt and isinstance(node, ast.stmt)):
+            return
+        for child in ast.iter_child_nodes(node):  # operands are evaluated first
+            visit(child)
+        pair: tuple[str, ast.expr, ast.expr] | None = None
+        if isinstance(node, ast.BinOp) and type(node.op) in _ELEMENTWISE_OPS:
+            pair = (_ELEMENTWISE_OPS[type(node.op)], node.left, node.right)
+        elif (
+            isinstance(node, ast.Compare)
+            and len(node.ops) == 1
+            and type(node.ops[0]) in _COMPARISONS
+        ):
+            pair = (_COMPARISONS[type(node.ops[0])], node.left, node.comparators[0])
+        if pair is None:
+            return
+        op, left, right = pair
+        sites.append(
+            OpSite(
+                op=op,
+                text=text(node),
+                left=text(left),
+                right=text(right),
+                shaping=max(shaping_of(left), shaping_of(right)),
+                reduced=reduced_to_scalar(node, parents),
+            )
+        )
+
+    visit(stmt)
+    return tuple(sites)
 
 
 def build_source_map(path: str, source: str) -> SourceMap:
@@ -134,7 +251,8 @@ def build_source_map(path: str, source: str) -> SourceMap:
         return SourceMap(path=path, lines=lines)
     statement_of: dict[int, int] = {}
     def_line_of: dict[int, int] = {}
-    elementwise: dict[int, tuple[Expr, ...]] = {}
+    elementwise: dict[int, tuple[Candidate, ...]] = {}
+    op_sites: dict[int, tuple[OpSite, ...]] = {}
     statements: dict[int, ast.AST] = {}
     # ast.walk visits parents before children, so inner statements win shared lines.
     for node in ast.walk(tree):
@@ -155,9 +273,12 @@ def build_source_map(path: str, source: str) -> SourceMap:
         else:
             for line in range(start, int(node.end_lineno or start) + 1):
                 statement_of[line] = start
-            candidates = _elementwise_candidates(node, source)
-            if candidates:
-                elementwise[start] = elementwise.get(start, ()) + candidates
+            if _has_elementwise(node):
+                parents = _parents(node)
+                candidates = _elementwise_candidates(node, source, parents)
+                if candidates:
+                    elementwise[start] = elementwise.get(start, ()) + candidates
+                op_sites[start] = op_sites.get(start, ()) + _op_sites(node, source, parents)
         statements.setdefault(start, node)
     return SourceMap(
         path=path,
@@ -165,6 +286,7 @@ def build_source_map(path: str, source: str) -> SourceMap:
         statement_of=statement_of,
         def_line_of=def_line_of,
         elementwise=elementwise,
+        op_sites=op_sites,
         statements=statements,
     )
 

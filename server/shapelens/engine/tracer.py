@@ -13,6 +13,7 @@ import dis
 import os
 import sys
 import threading
+import warnings
 import weakref
 from collections.abc import Callable
 from types import CodeType, FrameType
@@ -20,13 +21,21 @@ from typing import Any
 
 from shapelens.engine import values
 from shapelens.engine.findings import FindingsConfig
-from shapelens.engine.findings.broadcast import find_broadcast
+from shapelens.engine.findings.broadcast import Broadcast, accidental, find_broadcast
+from shapelens.engine.findings.intent import NO_SHAPING, line_shaping, silences
+from shapelens.engine.findings.library_warnings import WarningListener, severity_of
 from shapelens.engine.findings.mismatch import explain_all, mismatch_kind, operands_of
-from shapelens.engine.findings.nonfinite import nonfinite_state
-from shapelens.engine.findings.shapes import fmt
+from shapelens.engine.findings.nonfinite import (
+    holds_only_zero_or_inf,
+    is_mask_text,
+    nonfinite_flags,
+    nonfinite_state,
+    takes_log,
+)
+from shapelens.engine.findings.op_watch import OpWatch
 from shapelens.engine.recorder import MAX_SHAPES, Recorder, VarStats
 from shapelens.engine.scope import UserCodeScope
-from shapelens.engine.source_map import Expr, SourceMap, SourceMaps
+from shapelens.engine.source_map import Candidate, OpSite, SourceMap, SourceMaps
 
 TraceFunction = Callable[[FrameType, str, Any], Any]
 
@@ -52,6 +61,7 @@ class CodeInfo:
     __slots__ = (
         "arg_names",
         "broadcast_checks",
+        "broadcast_lines",
         "def_line",
         "definitions",
         "elementwise",
@@ -60,6 +70,7 @@ class CodeInfo:
         "hits",
         "is_generator",
         "is_module",
+        "op_sites",
         "source",
         "statement_of",
         "stats",
@@ -110,9 +121,15 @@ class CodeInfo:
         self.global_names = frozenset(global_names)
         self.yield_offsets = frozenset(yield_offsets)
         statements = {self.statement_of.get(line, line) for line in lines}
-        self.elementwise: dict[int, tuple[Expr, ...]] = {
+        self.elementwise: dict[int, tuple[Candidate, ...]] = {
             line: exprs for line, exprs in source.elementwise.items() if line in statements
         }
+        # Elementwise operators, watched as they run when torch is loaded (their operands
+        # may be calls or subscripts, or attributes of objects we cannot read safely).
+        self.op_sites: dict[int, tuple[OpSite, ...]] = {
+            line: sites for line, sites in source.op_sites.items() if line in statements
+        }
+        self.broadcast_lines = set(self.elementwise) | set(self.op_sites)
         self.broadcast_checks: dict[int, int] = {}
 
 
@@ -139,6 +156,12 @@ class Tracer:
         self._last_exception: tuple[int, type] | None = None
         self._pending_errors: list[tuple[tuple[int, type], list[dict[str, Any]]]] = []
         self._unweakrefable: set[type] = set()
+        self.op_watch = OpWatch(self._on_op)
+        self._warnings = WarningListener(self._on_warning)
+        self._warned: set[tuple[str, int, str]] = set()
+        self._capturing: FrameType | None = None
+        """The frame whose finished statement is being recorded (for the nonfinite check)."""
+        self._watched: dict[int, tuple[CodeInfo, int, dict[str, int]]] = {}
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -148,9 +171,11 @@ class Tracer:
         self._installed = installed
         threading.settrace(installed)
         _settrace(installed)
+        self.start_listening()
 
     def stop(self) -> None:
         """Restore the tracers that were there before, and detach from running frames."""
+        self.stop_listening()
         _settrace(self._previous)
         threading.settrace(self._previous_threading)
         frame: FrameType | None = sys._getframe()
@@ -246,7 +271,8 @@ class Tracer:
         statement_of = info.statement_of
         stores = info.stores
         hits = info.hits
-        elementwise = info.elementwise
+        broadcast_lines = info.broadcast_lines
+        watched = self._watched
         definitions = info.definitions
         capture = self._capture
         if info.is_generator and frame.f_lineno != frame.f_code.co_firstlineno:
@@ -262,14 +288,18 @@ class Tracer:
                 line = frame.f_lineno
                 statement = statement_of.get(line, line)
                 if statement != previous:
+                    if watched:
+                        self.end_watch(frame)
                     if previous in stores:
                         capture(frame, info, previous, stores[previous], False)
                     previous = statement
                     if statement not in definitions:
                         hits[statement] = hits.get(statement, 0) + 1
-                    if statement in elementwise:
+                    if statement in broadcast_lines:
                         self._check_broadcast(frame, info, statement)
             elif event == "return":
+                if watched:
+                    self.end_watch(frame)
                 yielded = info.is_generator and frame.f_lasti in info.yield_offsets
                 if previous in stores and not yielded:
                     capture(frame, info, previous, stores[previous], False)
@@ -283,6 +313,8 @@ class Tracer:
                     )
                 previous = _NO_STATEMENT
             elif event == "exception":
+                if watched:
+                    self.end_watch(frame)
                 previous = _NO_STATEMENT
                 self._on_exception(frame, info, arg)
             return local
@@ -300,6 +332,7 @@ class Tracer:
         table = info.stats.get(line)
         if table is None:
             table = info.stats[line] = {}
+        self._capturing = frame
         kinds = values.kind_of_type
         for name in names:
             value = scope.get(name, _MISSING)
@@ -316,6 +349,7 @@ class Tracer:
                 self._observe(info, table, line, name, value, kind, arguments, 0)
 
     def _record_value(self, info: CodeInfo, line: int, name: str, value: Any) -> None:
+        self._capturing = None  # a returned value: no statement inputs to read
         kind = values.kind_of(value)
         if kind:
             table = info.stats.get(line)
@@ -387,20 +421,68 @@ class Tracer:
         state = nonfinite_state(value, kind, config.nonfinite_max_elements, config.nonfinite_on_gpu)
         if state is None:
             return
+        frame, self._capturing = self._capturing, None
+        inputs = self._statement_inputs(frame, stats.line, value) if frame is not None else []
+        if state == "Inf" and self._is_mask(stats, value, inputs):
+            return  # -inf on purpose (a causal mask): not a bug
         self._nonfinite = False  # only the first line where it happens
-        shape = tuple(stats.shape) if stats.shape is not None else None
+        operand = {
+            "name": stats.name,
+            "shape": None if stats.shape is None else [int(d) for d in stats.shape],
+            "dtype": values.dtype_name(stats.dtype),
+            "device": values.device_name(stats.device),
+            "requires_grad": stats.requires_grad,
+            "line": stats.line,
+        }
+        source = self.sources.get(stats.file)
         self.recorder.add_finding(
             {
                 "kind": "nonfinite",
                 "severity": "warning",
                 "file": stats.file,
                 "line": stats.line,
-                "message": f"non-finite: `{stats.name}` {fmt(shape)} "
-                f"{values.dtype_name(stats.dtype)} first holds {state} here "
-                f"(hit {stats.hits} of this line)",
-                "related": [],
+                "expression": source.statement_text(stats.line) or None,
+                "operands": [
+                    operand,
+                    *({"name": name, "shape": list(_shape(v) or ()), **self._facts(v)}
+                      for name, v in inputs),
+                ],  # the value, then what the line computed it from
+                "state": state,
+                "hit": stats.hits,
             }
-        )
+        )  # fmt: skip
+
+    def _statement_inputs(self, frame: FrameType, line: int, value: Any) -> list[tuple[str, Any]]:
+        """The tensors the statement names (other than its result), as they are now."""
+        info = self.known(frame.f_code)
+        statement = info.source.statements.get(line) if info is not None else None
+        if statement is None:
+            return []
+        try:
+            found = operands_of(statement, _resolver(frame))
+        except Exception:
+            return []
+        return [(o.label, o.value) for o in found if not o.is_module and o.value is not value][:6]
+
+    def _is_mask(self, stats: VarStats, value: Any, inputs: list[tuple[str, Any]]) -> bool:
+        """An Inf that is a mask: made by masked_fill/where/an inf literal, the log of a 0/1
+        tensor, or carried over from an input that held it already."""
+        text = self.sources.get(stats.file).statement_text(stats.line)
+        if is_mask_text(text) or (takes_log(text) and holds_only_zero_or_inf(value)):
+            return True
+        origin = self.recorder.origin_of(value)  # made by a helper: `mask = causal_mask(T)`
+        if origin is not None and (origin.file, origin.line) != (stats.file, stats.line):
+            born = self.sources.get(origin.file).statement_text(origin.line)
+            if is_mask_text(born) or (takes_log(born) and holds_only_zero_or_inf(value)):
+                return True
+        config = self.findings
+        for _, item in inputs:
+            flags = nonfinite_flags(
+                item, values.kind_of(item), config.nonfinite_max_elements, config.nonfinite_on_gpu
+            )
+            if flags is not None and flags[1]:
+                return True
+        return False
 
     def _check_broadcast(self, frame: FrameType, info: CodeInfo, line: int) -> None:
         count = info.broadcast_checks.get(line, 0) + 1
@@ -408,40 +490,143 @@ class Tracer:
         if count > 2 and count & (count - 1):
             return  # check hits 1, 2, 4, 8, ...: shapes rarely change, the cost stays bounded
         if not self.findings.broadcast:
-            info.elementwise.pop(line, None)
+            info.broadcast_lines.discard(line)
             return
         resolve = _resolver(frame)
+        candidates = info.elementwise.get(line, ())
+        if candidates:
 
-        def shape_of(path: tuple[str, ...]) -> tuple[int, ...] | None:
-            value = resolve(path)
-            if isinstance(value, (int, float, complex)):
-                return ()
-            kind = values.kind_of(value)
-            if kind in (values.TORCH, values.ARRAY):
+            def shape_of(path: tuple[str, ...]) -> tuple[int, ...] | None:
+                return _shape(resolve(path))
+
+            def shaping(path: tuple[str, ...]) -> int:
+                return self._born_shaping(resolve(path))
+
+            for candidate in candidates:
                 try:
-                    return tuple(int(d) for d in value.shape)
+                    found = find_broadcast(candidate, shape_of, shaping)
                 except Exception:
-                    return None
-            return None
+                    found = None
+                if found is not None:
+                    self._report_broadcast(info, line, found, ())
+                    return
+        if line in info.op_sites and self.op_watch.begin(frame):
+            self._watched[id(frame)] = (info, line, {})
 
-        for expr in info.elementwise.get(line, ()):
-            try:
-                found = find_broadcast(expr, shape_of)
-            except Exception:
-                found = None
-            if found is not None:
-                info.elementwise.pop(line, None)
-                self.recorder.add_finding(
-                    {
-                        "kind": "broadcast",
-                        "severity": "warning",
-                        "file": info.file,
-                        "line": line,
-                        "message": found.message(),
-                        "related": [],
-                    }
-                )
-                return
+    def end_watch(self, frame: FrameType) -> None:
+        """The watched statement of ``frame`` is over (next statement, return, raise)."""
+        if self._watched.pop(id(frame), None) is not None:
+            self.op_watch.end(frame)
+
+    def _on_op(self, frame: FrameType, op: str, left: Any, right: Any, result: Any) -> None:
+        """An elementwise torch op, called by a watched statement, with its real operands."""
+        entry = self._watched.get(id(frame))
+        if entry is None:
+            return
+        info, line, counts = entry
+        sites = [site for site in info.op_sites.get(line, ()) if site.op == op]
+        if not sites:
+            return
+        index = counts.get(op, 0)
+        counts[op] = index + 1
+        site = sites[min(index, len(sites) - 1)]
+        if silences(site.shaping, reduced=site.reduced):
+            return  # shaped on purpose (None index, unsqueeze, view, ...)
+        shapes = (_shape(left), _shape(right), _shape(result))
+        if any(shape is None for shape in shapes):
+            return
+        left_shape, right_shape, result_shape = shapes
+        assert left_shape is not None and right_shape is not None and result_shape is not None
+        if not accidental(left_shape, right_shape, result_shape, reduced=site.reduced):
+            return
+        born = max(self._born_shaping(left), self._born_shaping(right))
+        if silences(born, reduced=site.reduced):
+            return
+        found = Broadcast(
+            op, site.text, site.left, left_shape, site.right, right_shape, result_shape
+        )
+        self._report_broadcast(info, line, found, (self._facts(left), self._facts(right)))
+
+    def _report_broadcast(
+        self, info: CodeInfo, line: int, found: Broadcast, operands: tuple[dict[str, Any], ...]
+    ) -> None:
+        info.broadcast_lines.discard(line)  # one finding per line is enough
+        if not self.recorder.has_finding("broadcast", info.file, line):
+            self.recorder.add_finding(found.to_data(info.file, line, operands))
+
+    def _born_shaping(self, value: Any) -> int:
+        """How the line where the value was born shaped it (``.unsqueeze(1)``: on purpose)."""
+        if _shape(value) in (None, ()):
+            return NO_SHAPING
+        origin = self.recorder.origin_of(value)
+        if origin is None:
+            return NO_SHAPING
+        return line_shaping(self.sources.get(origin.file).statement_text(origin.line))
+
+    def _facts(self, value: Any) -> dict[str, Any]:
+        """What a finding says about an operand value: metadata and where it was born."""
+        facts: dict[str, Any] = {}
+        try:
+            facts["dtype"] = values.dtype_name(getattr(value, "dtype", None))
+            facts["device"] = values.device_name(getattr(value, "device", None))
+            facts["requires_grad"] = getattr(value, "requires_grad", None)
+        except Exception:
+            return {}
+        origin = self.recorder.origin_of(value) if _shape(value) not in (None, ()) else None
+        if origin is not None:
+            facts.update(file=origin.file, line=origin.line, passed_in=origin.is_argument)
+            facts["born_as"] = origin.name
+        return facts
+
+    # -- library warnings (both backends) -------------------------------------------
+    def start_listening(self) -> None:
+        if self.findings.warnings:
+            self._warnings.start()
+
+    def stop_listening(self) -> None:
+        self._warnings.stop()
+
+    def _on_warning(self, message: str, category: type) -> None:
+        """A warning is being shown: place it on the innermost user line that is running."""
+        frame: FrameType | None = sys._getframe(1)
+        issuer: FrameType | None = None
+        info: CodeInfo | None = None
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if filename.startswith(_OWN_FILES):
+                frame = frame.f_back
+                continue
+            issuer = issuer or frame
+            info = self.known(frame.f_code)
+            if info is not None:
+                break
+            frame = frame.f_back
+        if frame is None or info is None:
+            return
+        line = info.statement_of.get(frame.f_lineno, frame.f_lineno)
+        text = info.source.statement_text(line)
+        if issuer is frame and "warn" in text:
+            return  # the user's own warnings.warn(...)
+        first = message.strip().splitlines()[0] if message.strip() else category.__name__
+        key = (info.file, line, first)
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        inputs = self._statement_inputs(frame, line, None)
+        self.recorder.add_finding(
+            {
+                "kind": "library_warning",
+                "severity": severity_of(first, category),
+                "file": info.file,
+                "line": line,
+                "expression": text or None,
+                "operands": [
+                    {"name": name, "shape": list(_shape(v) or ()), **self._facts(v)}
+                    for name, v in inputs
+                ],
+                "error": f"{category.__name__}: {first}",
+            }
+        )
 
     def _on_exception(self, frame: FrameType, info: CodeInfo, arg: Any) -> None:
         exc = arg[1] if isinstance(arg, tuple) and len(arg) > 1 else None
@@ -459,13 +644,48 @@ class Tracer:
         if statement is None:
             return
         try:
-            operands = operands_of(statement, _resolver(frame))
+            resolve = _resolver(frame)
+            operands = operands_of(statement, resolve)
             error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            findings = explain_all(kind, operands, self.recorder.origin_of, info.file, line, error)
+            findings = explain_all(
+                kind,
+                operands,
+                self.recorder.origin_of,
+                info.file,
+                line,
+                error,
+                statement=statement,
+                declared_at=self._declarations(info, resolve),
+                expression=info.source.statement_text(line) or None,
+            )
         except Exception:
             return
         if findings:
             self._pending_errors = [*self._pending_errors[-7:], (key, findings)]
+
+    def _declarations(
+        self, info: CodeInfo, resolve: Callable[[tuple[str, ...]], Any]
+    ) -> Callable[[str, Any], tuple[str, int] | None]:
+        """Where a module operand was declared: ``self.fc = nn.Linear(...)`` in its owner's
+        class, or ``model = ...`` in this file."""
+
+        def declared_at(label: str, module: Any) -> tuple[str, int] | None:
+            *owner_path, name = label.split(".")
+            if not owner_path:
+                found = info.source.assignment_line(name, on_self=False)
+                return (info.file, found) if found is not None else None
+            owner = resolve(tuple(owner_path))
+            for klass in type(owner).__mro__:
+                code = getattr(getattr(klass, "__init__", None), "__code__", None)
+                if code is None or code.co_filename.startswith("<"):
+                    continue
+                file = os.path.realpath(code.co_filename)
+                found = self.sources.get(file).assignment_line(name, on_self=True)
+                if found is not None:
+                    return file, found
+            return None
+
+        return declared_at
 
     def conclude(self, exc: BaseException | None) -> None:
         """The run ended with ``exc``: report the mismatch finding it caused, if any."""
@@ -474,6 +694,10 @@ class Tracer:
                 for finding in findings:
                     self.recorder.add_finding(finding)
         self._pending_errors = []
+
+
+# Frames of the warnings machinery and of ShapeLens itself, skipped to find who warned.
+_OWN_FILES = (warnings.__file__, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _settrace(function: Any) -> None:
@@ -516,3 +740,16 @@ def _resolver(frame: FrameType) -> Callable[[tuple[str, ...]], Any]:
         return value
 
     return resolve
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    """The shape of a tensor or array, ``()`` for a Python number, else None."""
+    if isinstance(value, (int, float, complex)):
+        return ()
+    kind = values.kind_of(value)
+    if kind in (values.TORCH, values.ARRAY):
+        try:
+            return tuple(int(d) for d in value.shape)
+        except Exception:
+            return None
+    return None

@@ -23,7 +23,7 @@ describe("readSettings", () => {
     expect(settings.timeout).toBeNull();
     expect(settings.extraArgs).toEqual(["--lr", "0.1"]);
     expect(settings.extraEnv).toEqual({});
-    expect(settings.findings).toEqual({ broadcast: false, mismatch: true, nonfinite: true, nonfiniteOnGpu: false });
+    expect(settings.findings).toEqual({ broadcast: false, mismatch: true, nonfinite: true, warnings: true, nonfiniteOnGpu: false });
     expect(problems).toEqual([
       "shapelens.maxHintLength: invalid value 3, using the default",
       'shapelens.extraEnv: invalid value {"CUDA_VISIBLE_DEVICES":"0","BAD":1}, using the default',
@@ -39,7 +39,7 @@ describe("readSettings", () => {
         interpreter: "/venv/bin/python",
         extraEnv: {},
         timeout: 30,
-        findings: { broadcast: true, mismatch: false, nonfinite: true },
+        findings: { broadcast: true, mismatch: false, nonfinite: true, warnings: true },
         nonfiniteOnGpu: false,
         maxHintLength: 80,
       },

@@ -8,6 +8,8 @@ class FindingsConfig:
     broadcast: bool = True
     mismatch: bool = True
     nonfinite: bool = True
+    warnings: bool = True
+    """Library warnings (torch's "target size differs", ...) placed at the user's line."""
     nonfinite_max_elements: int = 1_000_000
     """Tensors with more elements are not scanned (the scan costs time proportional to size)."""
     nonfinite_on_gpu: bool = False

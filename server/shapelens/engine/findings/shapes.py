@@ -25,11 +25,3 @@ def numel(shape: Sequence[int]) -> int:
     for dim in shape:
         count *= dim
     return count
-
-
-def fmt(shape: Sequence[int] | None) -> str:
-    if shape is None:
-        return "?"
-    if len(shape) == 1:
-        return f"({shape[0]},)"
-    return "(" + ", ".join(str(d) for d in shape) + ")"
