@@ -1,0 +1,117 @@
+"""The package's shape: no import cycles, between modules or between packages.
+
+Every import counts: at module level, inside functions, and under ``if TYPE_CHECKING:``
+(a cycle that only the type checker sees is still two modules that need each other).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+from pathlib import Path
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "server" / "shapelens"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE_ROOT.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in PACKAGE_ROOT.rglob("*.py")}
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The shapelens modules that ``name`` imports, anywhere in its source."""
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        targets: Iterable[str] = ()
+        if isinstance(node, ast.Import):
+            targets = (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".")
+                anchor = anchor if is_package else anchor[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            # `from pkg import mod` imports the module pkg.mod; `from mod import name` mod.
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                for alias in node.names
+            ]
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    known = set(modules)
+    return {name: _imports(name, path, known) for name, path in modules.items()}
+
+
+def _package_of(module: str) -> str:
+    """``shapelens.lsp.features.hover`` → ``shapelens.lsp``: the top-level package."""
+    return ".".join(module.split(".")[:2])
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph, as the path that closes it, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            if state.get(target) == 1:
+                return [*path[path.index(target) :], target]
+            if target not in state:
+                found = visit(target)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_no_cycle_between_modules() -> None:
+    graph = import_graph()
+    assert graph.get("shapelens.engine.tracer")
+    cycle = find_cycle(graph)
+    assert cycle is None, " → ".join(cycle or ())
+
+
+def test_no_cycle_between_packages() -> None:
+    packages: dict[str, set[str]] = {}
+    for module, targets in import_graph().items():
+        # The root package only re-exports (`from shapelens import snoop`, __version__).
+        if module == "shapelens":
+            continue
+        here = _package_of(module)
+        packages.setdefault(here, set()).update(
+            _package_of(t) for t in targets if t != "shapelens" and _package_of(t) != here
+        )
+    assert {"shapelens.engine", "shapelens.lsp", "shapelens.trace"} <= set(packages)
+    cycle = find_cycle(packages)
+    assert cycle is None, " → ".join(cycle or ())
+
+
+def test_the_checker_sees_cycles() -> None:
+    """The check itself: a function-local import that closes a loop is a cycle."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycle(graph) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
