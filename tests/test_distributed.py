@@ -178,6 +178,7 @@ async def test_language_server_runs_ranks(lsp) -> None:  # type: ignore[no-untyp
 # -- how a distributed run ends: Ctrl-C, --timeout, cancel --------------------------------------
 LOOP = """
 import os
+import sys
 import numpy as np
 rank = int(os.environ.get("RANK", "0"))
 step = 0
@@ -185,7 +186,8 @@ while True:
     grad = np.full((2, rank + 1), step)
     step += 1
     if step == 1000:
-        print("looping", rank, os.getpid(), flush=True)
+        sys.stdout.write(f"looping {rank} {os.getpid()}\\n")  # one write: ranks never interleave
+        sys.stdout.flush()
 """
 
 

@@ -5,6 +5,7 @@ records on a private pipe (never the user's stdout), and assembles a
 :class:`shapelens.trace.Trace` even when the child crashes, hangs or calls ``os._exit``.
 """
 
-from shapelens.runner.launcher import RunRequest, RunResult, UsageError, run_traced
+from shapelens.runner.contract import RunRequest
+from shapelens.runner.launcher import RunResult, UsageError, run_traced
 
 __all__ = ["RunRequest", "RunResult", "UsageError", "run_traced"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import faulthandler
-import json
 import os
 import runpy
 import select
@@ -23,59 +22,18 @@ import tokenize
 import traceback
 import types
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from shapelens.engine.findings import FindingsConfig
+from shapelens.engine.frame_events import FrameEvents
 from shapelens.engine.monitoring import MonitoringTracer
 from shapelens.engine.recorder import Recorder
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.source_map import SourceMaps
 from shapelens.engine.torch_compile import CompileControl
 from shapelens.engine.tracer import Tracer
+from shapelens.runner.contract import ChildConfig
 from shapelens.runner.protocol import FrameWriter
-
-
-@dataclass(frozen=True, kw_only=True)
-class ChildConfig:
-    mode: str  # "script" | "module"
-    target: str
-    display: str
-    """The target as the user wrote it, for messages."""
-    args: tuple[str, ...]
-    channel_fd: int
-    control_fd: int
-    crash_fd: int
-    """faulthandler writes the Python stack here if the process dies of a fatal signal."""
-    root: str
-    include: tuple[str, ...]
-    exclude: tuple[str, ...]
-    functions: tuple[str, ...]
-    findings: FindingsConfig
-    flush_interval: float
-    debug: bool = False
-    """Listen for a debugger (debugpy, 127.0.0.1) and wait for it before running."""
-    log: str | None = None
-    """Write the TorchSnooper-style log of the whole run here ("-": stderr)."""
-    backend: str = "auto"
-    """"settrace", "monitoring" (3.12+), or "auto": monitoring where available."""
-    sample_hits: int | None = None
-    """monitoring only: stop line events after this many hits of a line."""
-    fast_exit: bool = False
-    """Forked from the warm runner: once the results are sent, skip interpreter teardown
-    (as multiprocessing's children do), which would cost ~0.4 s with torch loaded."""
-    keep_compile: bool = False
-    """Let the program's torch.compile regions compile (their lines get no hints); by
-    default they run eagerly."""
-
-    @classmethod
-    def from_json(cls, text: str) -> ChildConfig:
-        data = json.loads(text)
-        data["args"] = tuple(data["args"])
-        for key in ("include", "exclude", "functions"):
-            data[key] = tuple(data[key])
-        data["findings"] = FindingsConfig(**data["findings"])
-        return cls(**data)
+from shapelens.trace import messages
 
 
 class ChildRun:
@@ -98,16 +56,16 @@ class ChildRun:
         )
         self.scope = scope
         self.sources = SourceMaps()
-        self.tracer = Tracer(
+        self.events = FrameEvents(
             scope=scope, recorder=self.recorder, findings=config.findings, sources=self.sources
         )
-        self.tracer.op_watch.enabled = not config.keep_compile
-        self.engine: Tracer | MonitoringTracer = self.tracer
+        self.events.op_watch.enabled = not config.keep_compile
+        self.engine: Tracer | MonitoringTracer = Tracer(self.events)
         available = hasattr(sys, "monitoring")
         if config.backend == "monitoring" and not available:
             self.fail(f"--backend monitoring needs Python 3.12+ (this is {sys.version.split()[0]})")
         if available and config.backend in ("monitoring", "auto"):
-            self.engine = MonitoringTracer(self.tracer, sample_hits=config.sample_hits)
+            self.engine = MonitoringTracer(self.events, sample_hits=config.sample_hits)
         self.compile = CompileControl(
             scope=scope,
             recorder=self.recorder,
@@ -123,20 +81,18 @@ class ChildRun:
             for message in self.recorder.drain():
                 self.writer.send(message)
 
-    def finish(self, status: str, exit_code: int, exception: dict[str, Any] | None) -> None:
+    def finish(
+        self, status: str, exit_code: int, exception: messages.ExceptionRecord | None
+    ) -> None:
         """Send the last aggregates and the end record, once."""
         if self._ended:
             return
         self._ended = True
         self.flush()
         self.writer.send(
-            {
-                "t": "end",
-                "status": status,
-                "exit_code": exit_code,
-                "exception": exception,
-                "ended_at": time.time(),  # orders failing ranks: the first is the cause
-            }
+            messages.end(
+                status=status, exit_code=exit_code, exception=exception, ended_at=time.time()
+            )
         )
 
     def _flusher(self) -> None:
@@ -156,7 +112,7 @@ class ChildRun:
                     os.kill(os.getpid(), signal.SIGKILL)
                 if b"stop" in request:
                     self.flush()
-                    self.writer.send({"t": "stopped"})
+                    self.writer.send(messages.stopped())
                     continue
             try:
                 self.flush()
@@ -237,18 +193,17 @@ class ChildRun:
         except ImportError:
             self.fail("debugging needs debugpy in the interpreter that runs the script")
         host, port = debugpy.listen(("127.0.0.1", 0))
-        self.writer.send({"t": "debug", "host": host, "port": port})
+        self.writer.send(messages.debug(host=host, port=port))
         debugpy.wait_for_client()
 
     def fail(self, message: str) -> NoReturn:
-        self.writer.send({"t": "error", "message": message})
+        self.writer.send(messages.error(message))
         self._real_exit(2)
 
     def run(self) -> NoReturn:
         config = self.config
-        self.writer.send(
-            {"t": "hello", "python": ".".join(map(str, sys.version_info[:3])), "pid": os.getpid()}
-        )
+        python = ".".join(map(str, sys.version_info[:3]))
+        self.writer.send(messages.hello(python=python, pid=os.getpid()))
         code, path = self.prepare()
         self._crash_file = os.fdopen(config.crash_fd, "w", closefd=False)
         faulthandler.enable(file=self._crash_file, all_threads=False)
@@ -261,7 +216,7 @@ class ChildRun:
         os._exit = self._patched_exit  # type: ignore[assignment]
         # Registered first, so it runs last: after user atexit handlers and thread joins.
         atexit.register(self._at_exit)
-        self._outcome: tuple[str, int, dict[str, Any] | None] = ("ok", 0, None)
+        self._outcome: tuple[str, int, messages.ExceptionRecord | None] = ("ok", 0, None)
         if code is not None:
             main = types.ModuleType("__main__")
             main.__dict__.update(
@@ -305,7 +260,7 @@ class ChildRun:
                 sys.settrace(None)
                 threading.settrace(None)
         if exc is not None:
-            self.engine.conclude(exc)
+            self.events.conclude(exc)
             self._outcome = (
                 "exception",
                 130 if isinstance(exc, KeyboardInterrupt) else 1,
@@ -314,7 +269,7 @@ class ChildRun:
             trimmed = _without_our_frames(exc.__traceback__)
             sys.excepthook(type(exc), exc.with_traceback(trimmed), trimmed)
 
-    def _describe(self, exc: BaseException) -> dict[str, Any]:
+    def _describe(self, exc: BaseException) -> messages.ExceptionRecord:
         file: str | None = None
         line: int | None = None
         for frame, lineno in traceback.walk_tb(exc.__traceback__):

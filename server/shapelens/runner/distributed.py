@@ -13,7 +13,6 @@ and EOF (we closed it, or died) makes the rank kill itself, so no rank outlives 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import secrets
@@ -28,13 +27,12 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from shapelens.runner.contract import ChildConfig, RunRequest
 from shapelens.runner.launcher import (
     OutputCallback,
-    RunRequest,
     RunResult,
     UsageError,
     checked_target,
-    child_config,
     pump_output,
     resolve_python,
 )
@@ -96,11 +94,11 @@ def run_distributed(
                 f"every node the same {RUN_ID_VARIABLE} (or --rdzv-id) to merge them as one run\n"
             )
             _say(request, on_output, note)
-        config = child_config(request, cwd, target)
+        config = ChildConfig.for_request(request, cwd, target)  # each rank sets its fds
         command = [
             python, "-m", "torch.distributed.run", *([] if multi_node else ["--standalone"]),
             f"--nproc-per-node={nproc_per_node}", *torchrun_args,
-            _RANK, directory, run_id, private, json.dumps(config),
+            _RANK, directory, run_id, private, config.to_json(),
         ]  # fmt: skip
         return _launch(
             request, command, cwd, target, directory, run_id, private, nproc_per_node,

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import select
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Literal
+from typing import IO
 
-from shapelens.engine.findings import FindingsConfig
+from shapelens.runner.contract import ChildConfig, RunRequest
 from shapelens.runner.protocol import FrameReader
 from shapelens.runner.warm import WarmProcess, WarmRunner
 from shapelens.trace import Trace
@@ -31,39 +29,6 @@ STOP_GRACE_S = 0.5
 
 class UsageError(Exception):
     """A run that cannot start (missing file or interpreter): one clear line for the user."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunRequest:
-    target: str
-    """Script path, or module name when ``module`` is true."""
-    args: tuple[str, ...] = ()
-    module: bool = False
-    cwd: str = field(default_factory=os.getcwd)
-    python: str = sys.executable
-    env: dict[str, str] | None = None
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    functions: tuple[str, ...] = ()
-    findings: FindingsConfig = field(default_factory=FindingsConfig)
-    timeout_s: float | None = None
-    flush_interval_s: float = 0.25
-    capture_output: bool = False
-    """Pipe the script's stdout/stderr to ``on_output`` instead of inheriting them."""
-    stdin: Literal["inherit", "empty"] = "inherit"
-    """"empty": the script reads /dev/null (``input()`` raises EOFError). The language server
-    needs it: an inherited stdin would be its own JSON-RPC stream."""
-    debug: bool = False
-    """Start debugpy in the child (127.0.0.1, free port) and wait for a DAP client."""
-    log: str | None = None
-    """Also write the TorchSnooper-style log of the whole run to this file ("-": stderr)."""
-    backend: str = "auto"
-    """Tracing mechanism: "auto" (sys.monitoring on 3.12+), "settrace" or "monitoring"."""
-    sample_hits: int | None = None
-    """With sys.monitoring: stop a line's events after this many hits (counts become ≥)."""
-    keep_compile: bool = False
-    """Let torch.compile compile the program's functions (no hints inside them); by
-    default they run eagerly, with hints."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,8 +65,9 @@ def run_traced(
     channel_read, channel_write = os.pipe()
     control_read, control_write = os.pipe()
     crash_read, crash_write = os.pipe()
-    config = child_config(request, cwd, target)
-    config.update(channel_fd=channel_write, control_fd=control_read, crash_fd=crash_write)
+    config = ChildConfig.for_request(request, cwd, target).with_fds(
+        channel=channel_write, control=control_read, crash=crash_write
+    )
     argv = [request.target if request.module else target, *request.args]
     builder = TraceBuilder(argv=argv, on_debug=on_debug)
     env = dict(os.environ if request.env is None else request.env)
@@ -112,27 +78,17 @@ def run_traced(
     pipe = subprocess.PIPE if request.capture_output else None
     started = time.monotonic()
     process: subprocess.Popen[bytes] | WarmProcess | None = None
-    # The fork server gives every child /dev/null as stdin: it can't pass on ours.
-    forkable = not request.debug and request.stdin == "empty"
-    if warm is not None and forkable and warm.suits(python, env):
-        process = warm.spawn(
-            {
-                "config": config,
-                "env": env,
-                "cwd": cwd,
-                "fds": {"channel": channel_write, "control": control_read, "crash": crash_write},
-            },
-            request.capture_output,
-        )
+    if warm is not None and warm.suits(python, env):
+        process = warm.spawn(config, env=env, cwd=cwd, capture_output=request.capture_output)
     try:
         process = process or subprocess.Popen(
-            [python, _BOOTSTRAP, json.dumps(config)],
+            [python, _BOOTSTRAP, config.to_json()],
             cwd=cwd,
             env=env,
-            stdin=subprocess.DEVNULL if request.stdin == "empty" else None,
+            stdin=subprocess.DEVNULL if config.stdin == "empty" else None,
             stdout=pipe,
             stderr=pipe,
-            pass_fds=(channel_write, control_read, crash_write),
+            pass_fds=config.fds,
             start_new_session=request.capture_output,
         )
     except OSError as err:
@@ -177,27 +133,6 @@ def checked_target(request: RunRequest) -> tuple[str, str]:
         if not os.path.exists(target):
             raise UsageError(f"cannot run {request.target}: no such file")
     return cwd, target
-
-
-def child_config(request: RunRequest, cwd: str, target: str) -> dict[str, object]:
-    """What the child needs to know (the channel fds are added by whoever makes them)."""
-    return {
-        "mode": "module" if request.module else "script",
-        "target": request.target if request.module else target,
-        "display": request.target,
-        "args": list(request.args),
-        "root": cwd,
-        "include": list(request.include),
-        "exclude": list(request.exclude),
-        "functions": list(request.functions),
-        "findings": asdict(request.findings),
-        "flush_interval": request.flush_interval_s,
-        "debug": request.debug,
-        "log": request.log,
-        "backend": request.backend,
-        "sample_hits": request.sample_hits,
-        "keep_compile": request.keep_compile,
-    }
 
 
 def _read_available(fd: int) -> str:

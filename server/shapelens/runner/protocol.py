@@ -1,16 +1,6 @@
 """Framing of the child→parent channel: 4-byte big-endian length, then a JSON object.
 
-Messages (``"t"`` is the message type):
-  hello     {python, pid}                      first message
-  lines     {entries: [[file, line, hits], ...]}           absolute counts, idempotent
-  vars      {entries: [[file, line, name, type, shape, dtype, device, requires_grad,
-                        hits, shapes, grad_fn], ...]}        absolute, idempotent
-  findings  {entries: [finding, ...]}                        appended
-  error     {message}                          the target could not be started
-  end       {status, exit_code, exception}     the run finished (normally or not)
-  stopped   {}                                 answer to a stop request on the control pipe
-Aggregates are re-sent whole when they change, so losing the tail of the stream to a
-crash loses at most the last flush interval.
+The objects are the messages of :mod:`shapelens.trace.messages` (``"t"`` is their kind).
 """
 
 from __future__ import annotations
@@ -19,7 +9,7 @@ import json
 import os
 import struct
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 _HEADER = struct.Struct(">I")
@@ -34,7 +24,7 @@ class FrameWriter:
         self._lock = threading.Lock()
         self.broken = False
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: Mapping[str, Any]) -> None:
         payload = json.dumps(message, separators=(",", ":")).encode("utf-8")
         data = memoryview(_HEADER.pack(len(payload)) + payload)
         with self._lock:

@@ -9,12 +9,12 @@ nodes (``SHAPELENS_TRACE_DIR``). Its control channel is the launcher's FIFO
 ``CONTROL_DIR/control-<LOCAL_RANK>`` (see distributed.py).
 """
 
-import json
 import os
 import sys
 
 sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from shapelens.runner.child import ChildConfig, ChildRun  # noqa: E402
+from shapelens.runner.child import ChildRun  # noqa: E402
+from shapelens.runner.contract import ChildConfig  # noqa: E402
 
 sys.path[0] = ""
 directory, run_id, control_dir, config_json = sys.argv[1:5]
@@ -29,10 +29,9 @@ os.set_blocking(control, True)
 node, rank = os.environ.get("GROUP_RANK", "0"), os.environ.get("RANK", "0")
 stem = os.path.join(directory, f"shapelens-{run_id}-node{node}-rank{rank}")
 flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-config = json.loads(config_json)
-config.update(
-    channel_fd=os.open(stem + ".frames", flags, 0o644),
-    control_fd=control,
-    crash_fd=os.open(stem + ".crash", flags, 0o644),
+config = ChildConfig.from_json(config_json).with_fds(
+    channel=os.open(stem + ".frames", flags, 0o644),
+    control=control,
+    crash=os.open(stem + ".crash", flags, 0o644),
 )
-ChildRun(ChildConfig.from_json(json.dumps(config))).run()
+ChildRun(config).run()

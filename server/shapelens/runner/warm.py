@@ -11,9 +11,17 @@ import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
+
+from shapelens.runner.contract import ChildConfig
 
 _ZYGOTE = str(Path(__file__).with_name("zygote.py"))
+
+
+def forkable(config: ChildConfig) -> bool:
+    """Whether the fork server can start this child: it gives every child /dev/null as
+    stdin (it cannot pass on the caller's), and a debugged run starts cold."""
+    return config.stdin == "empty" and not config.debug
 
 
 class WarmProcess:
@@ -81,14 +89,18 @@ class WarmRunner:
         }
         return python == self.python and all(env.get(k) == self.env.get(k) for k in startup)
 
-    def spawn(self, request: dict[str, Any], capture_output: bool) -> WarmProcess | None:
-        """Fork a child for ``request`` (config, env, cwd) with the channel fds inside it.
+    def spawn(
+        self, config: ChildConfig, *, env: dict[str, str], cwd: str, capture_output: bool
+    ) -> WarmProcess | None:
+        """Fork a child that runs ``config`` in ``cwd`` with ``env``, or ``None`` (start it
+        cold) when the fork server is not ready or cannot give the child what it asks for.
 
-        ``request["fds"]`` holds ``channel``/``control``/``crash`` fds of the caller; stdout
-        and stderr are new pipes when capturing, else the caller's own."""
-        if not self.ready:
+        The child gets ``config``'s descriptors (passed over the socket: their numbers in it
+        are the fork server's own); stdout and stderr are new pipes when capturing, else the
+        caller's own."""
+        if not self.ready or not forkable(config):
             return None
-        fds = request.pop("fds")
+        request = {"config": config.to_dict(), "env": env, "cwd": cwd}
         if capture_output:
             out_read, out_write = os.pipe()
             err_read, err_write = os.pipe()
@@ -101,7 +113,7 @@ class WarmRunner:
             socket.send_fds(
                 connection,
                 [json.dumps(request).encode()],
-                [out_write, err_write, fds["channel"], fds["control"], fds["crash"]],
+                [out_write, err_write, *config.fds],
             )
             reply = json.loads(connection.makefile("rb").readline())
         except (OSError, ValueError):

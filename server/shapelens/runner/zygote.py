@@ -10,6 +10,7 @@ private directory (no network), each with the child's pipes as passed file descr
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import select
@@ -30,7 +31,8 @@ def _preload() -> None:
 
 def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
     """In the forked child: become the traced process of this request."""
-    from shapelens.runner.child import ChildConfig, ChildRun
+    from shapelens.runner.child import ChildRun
+    from shapelens.runner.contract import ChildConfig
 
     os.setsid()
     # Never the server's stdin: a read hits EOF at once (input() raises EOFError).
@@ -43,14 +45,13 @@ def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    config = dict(request["config"])
-    config.update(
-        channel_fd=fds["channel"], control_fd=fds["control"], crash_fd=fds["crash"], fast_exit=True
+    config = ChildConfig.from_dict(request["config"]).with_fds(
+        channel=fds["channel"], control=fds["control"], crash=fds["crash"]
     )
     sys.stdin = os.fdopen(0, "r", closefd=False)  # nothing buffered from the server's pipe
     sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
-    ChildRun(ChildConfig.from_json(json.dumps(config))).run()
+    ChildRun(dataclasses.replace(config, fast_exit=True)).run()
 
 
 def serve(path: str) -> None:

@@ -12,6 +12,7 @@ from types import FrameType
 from typing import Any
 
 from shapelens.engine.findings import FindingsConfig
+from shapelens.engine.frame_events import FrameEvents
 from shapelens.engine.recorder import Recorder
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.tracer import TraceFunction, Tracer
@@ -33,7 +34,8 @@ class SnoopRecording:
         self.recorder = Recorder()
         # Snooped code is user code by definition: the scope's filters are not consulted.
         scope = UserCodeScope(ScopeConfig(root=os.getcwd()))
-        self.tracer = Tracer(scope=scope, recorder=self.recorder, findings=FindingsConfig())
+        events = FrameEvents(scope=scope, recorder=self.recorder, findings=FindingsConfig())
+        self.tracer = Tracer(events)
         self._locals: dict[int, TraceFunction] = {}
         self._started = time.monotonic()
         self._builder = TraceBuilder(argv=list(sys.argv))

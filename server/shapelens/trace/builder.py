@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from shapelens.trace import (
@@ -14,6 +14,7 @@ from shapelens.trace import (
     Trace,
     TracedLine,
     TracedVar,
+    messages,
 )
 from shapelens.trace.codec import compile_mode_of, finding_from_json
 from shapelens.trace.model import CompileMode, RunStatus
@@ -62,32 +63,34 @@ class TraceBuilder:
         message = first.removeprefix("Fatal Python error: ")
         self.crash = {"type": "FatalError", "message": message, "file": where[0], "line": where[1]}
 
-    def accept(self, message: dict[str, Any]) -> None:
+    def accept(self, message: Mapping[str, Any]) -> None:
+        """Take one channel message (:mod:`shapelens.trace.messages`); unknown kinds are
+        ignored."""
         kind = message.get("t")
-        self._changed = self._changed or kind in ("lines", "vars", "findings")
-        if kind == "lines":
+        self._changed = self._changed or kind in messages.RESULTS
+        if kind == messages.LINES:
             for file, line, hits in message["entries"]:
                 self._hits[(file, line)] = hits
-        elif kind == "vars":
+        elif kind == messages.VARS:
             for entry in message["entries"]:
                 self._vars.setdefault((entry[0], entry[1]), {})[entry[2]] = entry
-        elif kind == "sampled":
+        elif kind == messages.SAMPLED:
             self._sampled = {(file, line) for file, line in message["entries"]}
-        elif kind == "findings":
+        elif kind == messages.FINDINGS:
             self._findings.extend(
                 f for f in message["entries"] if not suppressed(f["kind"], f["file"], f["line"])
             )
-        elif kind == "hello":
+        elif kind == messages.HELLO:
             self.python = str(message.get("python", ""))
-        elif kind == "error":
+        elif kind == messages.ERROR:
             self.error = str(message.get("message"))
-        elif kind == "stopped":
+        elif kind == messages.STOPPED:
             self.stopped = True
-        elif kind == "debug" and self.on_debug is not None:
+        elif kind == messages.DEBUG and self.on_debug is not None:
             self.on_debug(str(message["host"]), int(message["port"]))
-        elif kind == "end":
-            self.end = message
-        elif kind == "compile":
+        elif kind == messages.END:
+            self.end = dict(message)
+        elif kind == messages.COMPILE:
             self._compile_mode = compile_mode_of(message.get("mode"))
 
     def _status(
