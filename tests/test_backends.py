@@ -68,10 +68,10 @@ def test_restart_events_and_busy_tool_ids() -> None:
     import numpy as np
 
     from shapelens.engine.findings import FindingsConfig
+    from shapelens.engine.frame_events import FrameEvents
     from shapelens.engine.monitoring import MonitoringTracer
     from shapelens.engine.recorder import Recorder
     from shapelens.engine.scope import ScopeConfig, UserCodeScope
-    from shapelens.engine.tracer import Tracer
 
     def hot(n: int) -> None:
         for _ in range(n):
@@ -79,11 +79,11 @@ def test_restart_events_and_busy_tool_ids() -> None:
 
     recorder = Recorder()
     scope = UserCodeScope(ScopeConfig(root=str(Path(__file__).parent), functions=("hot",)))
-    tracer = Tracer(scope=scope, recorder=recorder, findings=FindingsConfig())
+    events = FrameEvents(scope=scope, recorder=recorder, findings=FindingsConfig())
     monitoring = sys.monitoring  # type: ignore[attr-defined]
     monitoring.use_tool_id(3, "someone else")  # tool 3 busy: we take the next one
     try:
-        with MonitoringTracer(tracer, sample_hits=5) as backend:
+        with MonitoringTracer(events, sample_hits=5) as backend:
             assert backend._tool == 4
             hot(20)
             monitoring.restart_events()  # another tool re-enables every disabled event

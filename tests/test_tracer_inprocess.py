@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from shapelens.engine.findings import FindingsConfig
+from shapelens.engine.frame_events import FrameEvents
 from shapelens.engine.recorder import Recorder
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.tracer import Tracer
@@ -23,7 +24,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def make_tracer() -> tuple[Tracer, Recorder]:
     recorder = Recorder()
     scope = UserCodeScope(ScopeConfig(root=HERE, functions=("traced_function",)))
-    return Tracer(scope=scope, recorder=recorder, findings=FindingsConfig()), recorder
+    events = FrameEvents(scope=scope, recorder=recorder, findings=FindingsConfig())
+    return Tracer(events), recorder
 
 
 def traced_function(n: int) -> Any:

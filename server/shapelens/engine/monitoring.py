@@ -1,5 +1,6 @@
-"""The ``sys.monitoring`` backend (Python 3.12+): the same recording as the settrace tracer,
-at a fraction of its cost.
+"""The ``sys.monitoring`` backend (Python 3.12+): reports the same frame events as the
+settrace tracer to :class:`~shapelens.engine.frame_events.FrameEvents`, at a fraction of
+its cost.
 
 Only user code objects get LINE/PY_RETURN/PY_YIELD events (``set_local_events``); every other
 code object's PY_START returns ``DISABLE`` once and never calls us again. With sampling on,
@@ -15,17 +16,21 @@ import sys
 from types import CodeType
 from typing import Any
 
-from shapelens.engine.tracer import NO_STATEMENT, CodeInfo, Tracer
+from shapelens.engine.frame_events import NO_STATEMENT, FrameEvents
 
 TOOL_IDS = (3, 4, 5)
 
 
 class MonitoringTracer:
-    """Drives a :class:`Tracer`'s recording from ``sys.monitoring`` events."""
+    """Drives a :class:`FrameEvents` recorder from ``sys.monitoring`` events."""
 
-    def __init__(self, tracer: Tracer, *, sample_hits: int | None = None) -> None:
-        self.tracer = tracer
+    def __init__(self, events: FrameEvents, *, sample_hits: int | None = None) -> None:
+        self.events = events
         self.sample_hits = sample_hits
+        # A line is disabled once its hit count reaches this (never without sampling).
+        self._limit = sys.maxsize if sample_hits is None else max(sample_hits, 1)
+        self._info = events.info_for
+        self._started = events.statement_started
         self._tool: int | None = None
         self._enabled: set[CodeType] = set()
         self._previous: dict[int, int] = {}  # id(frame) -> statement it is running
@@ -50,23 +55,20 @@ class MonitoringTracer:
         # Exceptions are global events only; their callbacks return at once for other code.
         monitoring.set_events(tool, events.PY_START | events.RAISE | events.PY_UNWIND)
         self._tool = tool
-        self.tracer.start_listening()
+        self.events.start_listening()
 
     def stop(self) -> None:
         tool = self._tool
         if tool is None:
             return
         self._tool = None
-        self.tracer.stop_listening()
+        self.events.stop_listening()
         monitoring = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
         monitoring.set_events(tool, 0)
         for code in self._enabled:
             monitoring.set_local_events(tool, code, 0)
         self._enabled.clear()
         monitoring.free_tool_id(tool)
-
-    def conclude(self, exc: BaseException | None) -> None:
-        self.tracer.conclude(exc)
 
     def __enter__(self) -> MonitoringTracer:
         self.start()
@@ -76,9 +78,6 @@ class MonitoringTracer:
         self.stop()
 
     # -- callbacks -------------------------------------------------------------------------
-    def _info(self, code: CodeType) -> CodeInfo | None:
-        return self.tracer.info_for(code)
-
     def _on_start(self, code: CodeType, offset: int) -> Any:
         info = self._info(code)
         if info is None:
@@ -90,7 +89,7 @@ class MonitoringTracer:
             self._enabled.add(code)
         frame = sys._getframe(1)
         self._previous[id(frame)] = NO_STATEMENT
-        self.tracer.enter_call(frame, info)
+        self.events.enter_call(frame, info)
         return None
 
     def _on_line(self, code: CodeType, line: int) -> Any:
@@ -103,35 +102,20 @@ class MonitoringTracer:
         previous = self._previous.get(key, NO_STATEMENT)
         if statement == previous:
             return None
-        if self.tracer._watched:
-            self.tracer.end_watch(frame)
-        if previous in info.stores:
-            self.tracer._capture(frame, info, previous, info.stores[previous], False)
+        count = self._started(frame, info, previous, statement)
         self._previous[key] = statement
-        disable = False
-        if statement not in info.definitions:
-            count = info.hits.get(statement, 0) + 1
-            info.hits[statement] = count
-            if self.sample_hits is not None and count >= self.sample_hits:
-                self.tracer.recorder.mark_sampled(info.file, statement)
-                disable = True
-        if statement in info.broadcast_lines:
-            self.tracer._check_broadcast(frame, info, statement)
-        return sys.monitoring.DISABLE if disable else None  # type: ignore[attr-defined,unused-ignore]
+        if count >= self._limit:
+            self.events.mark_sampled(info, statement)
+            return sys.monitoring.DISABLE  # type: ignore[attr-defined,unused-ignore]
+        return None
 
     def _on_return(self, code: CodeType, offset: int, value: Any) -> Any:
         info = self._info(code)
         if info is None:
             return None
         frame = sys._getframe(1)
-        if self.tracer._watched:
-            self.tracer.end_watch(frame)
         previous = self._previous.pop(id(frame), NO_STATEMENT)
-        if previous in info.stores:
-            self.tracer._capture(frame, info, previous, info.stores[previous], False)
-        if value is not None and previous != NO_STATEMENT:
-            line = frame.f_lineno
-            self.tracer._record_value(info, info.statement_of.get(line, line), "<return>", value)
+        self.events.frame_returned(frame, info, previous, value, yielded=False)
         return None
 
     def _on_yield(self, code: CodeType, offset: int, value: Any) -> Any:
@@ -139,23 +123,20 @@ class MonitoringTracer:
         if info is None:
             return None
         frame = sys._getframe(1)
-        if value is not None:
-            line = frame.f_lineno
-            self.tracer._record_value(info, info.statement_of.get(line, line), "<yield>", value)
+        previous = self._previous.get(id(frame), NO_STATEMENT)  # resumes at that statement
+        self.events.frame_returned(frame, info, previous, value, yielded=True)
         return None
 
     def _on_raise(self, code: CodeType, offset: int, exc: BaseException) -> Any:
-        info = self.tracer.known(code)
+        info = self.events.known(code)
         if info is None:
             return None
         frame = sys._getframe(1)
-        if self.tracer._watched:
-            self.tracer.end_watch(frame)
         self._previous[id(frame)] = NO_STATEMENT  # the running statement did not complete
-        self.tracer._on_exception(frame, info, (type(exc), exc, exc.__traceback__))
+        self.events.exception_raised(frame, info, exc)
         return None
 
     def _on_unwind(self, code: CodeType, offset: int, exc: BaseException) -> Any:
-        if self.tracer.known(code) is not None:
+        if self.events.known(code) is not None:
             self._previous.pop(id(sys._getframe(1)), None)
         return None

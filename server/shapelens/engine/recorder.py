@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from shapelens.engine import values
+from shapelens.trace import messages
 
 MAX_SHAPES = 8
 
@@ -126,9 +127,9 @@ class Recorder:
         return fallback
 
     # -- flushing ------------------------------------------------------------------------
-    def drain(self) -> list[Message]:
-        """Messages describing everything that changed since the last drain."""
-        messages: list[Message] = []
+    def drain(self) -> list[messages.Message]:
+        """Channel messages describing everything that changed since the last drain."""
+        out: list[messages.Message] = []
         lines: list[list[Any]] = []
         for file, table in list(self.line_hits.items()):
             for line, hits in list(table.items()):
@@ -137,7 +138,7 @@ class Recorder:
                     self._sent_line_hits[key] = hits
                     lines.append([file, line, hits])
         if lines:
-            messages.append({"t": "lines", "entries": lines})
+            out.append(messages.lines(lines))
         changed: list[list[Any]] = []
         for stats in list(self.all_stats):
             hits = stats.hits
@@ -148,20 +149,20 @@ class Recorder:
                 except Exception:  # a half-updated record; it is sent again next time
                     stats.sent_hits = 0
         if changed:
-            messages.append({"t": "vars", "entries": changed})
+            out.append(messages.vars_(changed))
         total_sampled = sum(len(lines) for lines in self.sampled.values())
         if total_sampled != self._sent_sampled:
             self._sent_sampled = total_sampled
             entries = [[f, line] for f, lines in list(self.sampled.items()) for line in lines]
-            messages.append({"t": "sampled", "entries": entries})
+            out.append(messages.sampled(entries))
         if len(self.findings) > self._sent_findings:
             new = self.findings[self._sent_findings :]
             self._sent_findings = len(self.findings)
-            messages.append({"t": "findings", "entries": new})
+            out.append(messages.findings(new))
         if self.compile_mode != self._sent_compile_mode:
             self._sent_compile_mode = self.compile_mode
-            messages.append({"t": "compile", "mode": self.compile_mode})
-        return messages
+            out.append(messages.compile_mode(self.compile_mode))
+        return out
 
 
 def weak(value: Any) -> Callable[[], Any] | None:

@@ -9,7 +9,9 @@ expressions a statement contains (for the broadcast finding).
 from __future__ import annotations
 
 import ast
+import io
 import linecache
+import tokenize
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -118,12 +120,28 @@ class SourceMap:
         return min(lines) if lines else None
 
     def statement_text(self, line: int) -> str:
-        """The whole statement that starts on ``line`` (several lines for a long call)."""
+        """The code of the statement that starts on ``line``, comments left out (a long call
+        over several lines is one text; a compound statement gives its header)."""
         node = self.statements.get(line)
-        end = int(getattr(node, "end_lineno", None) or line)
-        if isinstance(node, ast.stmt) and hasattr(node, "body"):
-            end = line  # a compound statement: its header only
-        return " ".join(self.text(n).strip() for n in range(line, end + 1))
+        if isinstance(node, ast.stmt) and not hasattr(node, "body"):
+            segment = ast.get_source_segment("".join(self.lines), node)
+            if segment is not None:
+                return " ".join(_without_comments(segment).split())
+        return " ".join(_without_comments(self.text(line)).split())
+
+
+def _without_comments(text: str) -> str:
+    """``x = f(y)  # expect: broadcast`` → ``x = f(y)``: what a rule reads is code only."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return text
+    lines = text.splitlines()
+    for token in reversed(tokens):
+        if token.type == tokenize.COMMENT:
+            row, col = token.start
+            lines[row - 1] = lines[row - 1][:col]
+    return "\n".join(lines)
 
 
 def _has_elementwise(stmt: ast.stmt) -> bool:

@@ -3,8 +3,9 @@
 ``F.mse_loss(pred, target)`` with (32, 1) and (32,) broadcasts inside torch, which says so
 ("Using a target size ... that is different to the input size") in a log line far from the
 code. ShapeLens puts it on the innermost user line that was running, once per line and
-message, with the tensors that line names. Warnings about shapes and broadcasting are
-warnings; the rest (deprecations, performance hints) are ``info``: they are not bugs.
+message, with the tensors that line names. Warnings that mean a wrong result (shapes,
+broadcasting, an implicit softmax dim, ``.grad`` of a non-leaf) are warnings; the rest
+(deprecations, performance hints) are ``info``: they are not bugs.
 The user still sees every warning exactly as before: we only listen.
 """
 
@@ -16,18 +17,20 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-SHAPE_WARNING = re.compile(
+BUG_WARNING = re.compile(
     r"(target|input) size|broadcast|implicit dimension choice|shapes? (do not|don't) match"
-    r"|size mismatch|mismatch",
+    r"|size mismatch|mismatch|not a leaf Tensor",
     re.IGNORECASE,
 )
+"""Warnings that mean the result is wrong (a silent broadcast, softmax over the wrong dim,
+``.grad`` of a non-leaf tensor, which is None), as opposed to notices."""
 OnWarning = Callable[[str, type], None]
 
 
 def severity_of(message: str, category: type) -> str:
     if issubclass(category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning)):
         return "info"
-    return "warning" if SHAPE_WARNING.search(message) else "info"
+    return "warning" if BUG_WARNING.search(message) else "info"
 
 
 class WarningListener:

@@ -34,10 +34,12 @@ _SHAPE_ERROR = re.compile(
     r"|sizes of tensors must match|must match the size of tensor|to have \d+ channels"
     r"|expected input batch_size|multi-target not supported|expects each tensor to be equal size"
     r"|view size is not compatible|inconsistent tensor size|expected target size"
-    r"|expected \d+D .*input|mat1 dim 1 must match|dimension out of range",
+    r"|expected \d+D .*input|mat1 dim 1 must match|dimension out of range"
+    r"|target size .* different to the input size",
     re.IGNORECASE,
 )
 _FLOATS = ("float", "bfloat", "half", "double", "complex")
+_WANTS_BOOL = re.compile(r"boolean mask|must be bool|bool(ean)? (tensor|dtype)|supports boolean")
 _WANTS_INTEGER = re.compile(r"\b(Long|Int)\b|int64|indices", re.IGNORECASE)
 _INDEX_CALL = re.compile(r"emb|cross_entropy|nll|criterion|loss|gather|index_select|one_hot")
 EXPECTATIONS = {
@@ -223,9 +225,13 @@ def explain_all(
             }
         ]
     found = []
-    main = explain(kind, operands, origin_of, file, line, error, declared_at=declared_at)
-    if main is None and kind == "dtype_mismatch" and _WANTS_INTEGER.search(error):
+    main = None
+    if kind == "dtype_mismatch" and _WANTS_BOOL.search(error):
+        main = _wrong_kind(operands, origin_of, file, line, error, "bool", _is_integer, declared_at)
+    elif kind == "dtype_mismatch" and _WANTS_INTEGER.search(error):
         main = _float_indices(operands, origin_of, file, line, error, statement, declared_at)
+    if main is None:
+        main = explain(kind, operands, origin_of, file, line, error, declared_at=declared_at)
     if main is not None:
         main["expression"] = expression
         found.append(main)
@@ -242,6 +248,38 @@ def explain_all(
         extra.update(severity="warning", error=None, expression=expression)
         found.append(extra)
     return found
+
+
+def _is_integer(operand: Operand) -> bool:
+    return str(operand.dtype).startswith(("int", "uint"))
+
+
+def _wrong_kind(
+    operands: list[Operand],
+    origin_of: Callable[[Any], VarStats | None],
+    file: str,
+    line: int,
+    error: str,
+    expected: str,
+    wrong: Callable[[Operand], bool],
+    declared_at: DeclaredAt | None,
+) -> dict[str, Any] | None:
+    """An operand of the wrong kind of dtype (an int64 mask where torch wants bool)."""
+    odd = [o for o in operands if not o.is_module and wrong(o)]
+    if not odd:
+        return None
+    rest = [o for o in operands if o not in odd]
+    return {
+        "kind": "dtype_mismatch",
+        "severity": "error",
+        "file": file,
+        "line": line,
+        "operands": [
+            o.to_data(origin_of, odd=o in odd, declared_at=declared_at) for o in odd + rest
+        ],
+        "error": error,
+        "expected": expected,
+    }
 
 
 def _float_indices(

@@ -1,0 +1,105 @@
+"""What the recorder and both tracing backends know about one code object of user code,
+computed once: its statements, the names each statement stores, its def line, its yields,
+and the tables its lines record into."""
+
+from __future__ import annotations
+
+import dis
+from types import CodeType
+
+from shapelens.engine.recorder import Recorder
+from shapelens.engine.source_map import Candidate, OpSite, SourceMap
+
+NO_STATEMENT = -1
+"""The statement a frame runs before its first line event, and after a raise or a return."""
+
+_STORE_OPS = frozenset(
+    {
+        "STORE_FAST",
+        "STORE_NAME",
+        "STORE_GLOBAL",
+        "STORE_DEREF",
+        "STORE_FAST_STORE_FAST",
+        "STORE_FAST_LOAD_FAST",
+    }
+)
+_GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
+_VARARGS, _VARKEYWORDS = 0x04, 0x08
+
+
+class CodeInfo:
+    """What the tracer needs about one code object of user code, computed once."""
+
+    __slots__ = (
+        "arg_names",
+        "broadcast_checks",
+        "broadcast_lines",
+        "def_line",
+        "definitions",
+        "elementwise",
+        "file",
+        "global_names",
+        "hits",
+        "is_generator",
+        "is_module",
+        "op_sites",
+        "source",
+        "statement_of",
+        "stats",
+        "stores",
+        "yield_offsets",
+    )
+
+    def __init__(self, code: CodeType, file: str, source: SourceMap, recorder: Recorder) -> None:
+        self.file = file
+        self.source = source
+        self.statement_of = source.statement_of
+        # def/class lines count calls (below), not the execution of the def statement.
+        self.definitions = frozenset(source.def_line_of.values())
+        self.is_module = code.co_name == "<module>"
+        self.def_line = source.def_line_of.get(code.co_firstlineno, code.co_firstlineno)
+        count = code.co_argcount + code.co_kwonlyargcount
+        count += bool(code.co_flags & _VARARGS) + bool(code.co_flags & _VARKEYWORDS)
+        self.arg_names = code.co_varnames[:count]
+        self.is_generator = bool(code.co_flags & _GENERATOR_FLAGS)
+        self.hits = recorder.hits_table(file)
+        self.stats = recorder.stats_table(file)
+        stores: dict[int, list[str]] = {}
+        global_names: set[str] = set()
+        yield_offsets: set[int] = set()
+        lines: set[int] = set()
+        for instruction in dis.get_instructions(code):
+            line = instruction.positions.lineno if instruction.positions else None
+            if line is None:
+                continue
+            lines.add(line)
+            if instruction.opname == "YIELD_VALUE":
+                # 3.11/3.12 report the YIELD_VALUE itself as f_lasti, 3.13 the unit after it.
+                yield_offsets.update((instruction.offset, instruction.offset + 2))
+            if instruction.opname not in _STORE_OPS:
+                continue
+            statement = self.statement_of.get(line, line)
+            names = (
+                instruction.argval
+                if isinstance(instruction.argval, tuple)
+                else (instruction.argval,)
+            )
+            for name in names:
+                if isinstance(name, str) and name not in stores.setdefault(statement, []):
+                    stores[statement].append(name)
+            if instruction.opname == "STORE_GLOBAL":
+                global_names.add(str(instruction.argval))
+        self.stores = {line: tuple(names) for line, names in stores.items()}
+        self.global_names = frozenset(global_names)
+        self.yield_offsets = frozenset(yield_offsets)
+        statements = {self.statement_of.get(line, line) for line in lines}
+        self.elementwise: dict[int, tuple[Candidate, ...]] = {
+            line: exprs for line, exprs in source.elementwise.items() if line in statements
+        }
+        # Elementwise operators, watched as they run when torch is loaded (their operands
+        # may be calls or subscripts, or attributes of objects we cannot read safely).
+        self.op_sites: dict[int, tuple[OpSite, ...]] = {
+            line: sites for line, sites in source.op_sites.items() if line in statements
+        }
+        self.broadcast_lines = set(self.elementwise) | set(self.op_sites)
+        self.broadcast_checks: dict[int, int] = {}

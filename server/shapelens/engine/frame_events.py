@@ -1,0 +1,619 @@
+"""The recorder of frame events, driven by both tracing backends (``sys.settrace`` in
+:mod:`shapelens.engine.tracer`, ``sys.monitoring`` in :mod:`shapelens.engine.monitoring`).
+
+A backend follows each frame of user code and reports what happens to it: a call started
+(:meth:`FrameEvents.enter_call`), a statement started (:meth:`FrameEvents.statement_started`,
+called only when the frame moves to another statement), the frame returned or yielded
+(:meth:`FrameEvents.frame_returned`), an exception was raised in it
+(:meth:`FrameEvents.exception_raised`). When a statement is over, the names it stored are
+read from the frame and their metadata recorded on its line: only stored names are read, so
+the cost per event does not grow with the number of locals or iterations. The findings that
+need the running program (non-finite values, broadcasts, library warnings, shape and dtype
+errors) are checked here too, so both backends record the same things.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import math
+import os
+import sys
+import warnings
+import weakref
+from collections.abc import Callable
+from types import CodeType, FrameType
+from typing import Any
+
+from shapelens.engine import values
+from shapelens.engine.code_info import NO_STATEMENT, CodeInfo
+from shapelens.engine.findings import FindingsConfig
+from shapelens.engine.findings.broadcast import Broadcast, accidental, find_broadcast
+from shapelens.engine.findings.intent import KEEPDIM, NO_SHAPING, line_shaping, silences
+from shapelens.engine.findings.library_warnings import WarningListener, severity_of
+from shapelens.engine.findings.mismatch import explain_all, mismatch_kind, operands_of
+from shapelens.engine.findings.nonfinite import (
+    holds_only_zero_or_inf,
+    is_mask_text,
+    nonfinite_flags,
+    nonfinite_state,
+    takes_log,
+)
+from shapelens.engine.findings.op_watch import OpWatch
+from shapelens.engine.recorder import MAX_SHAPES, Recorder, VarStats
+from shapelens.engine.scope import UserCodeScope
+from shapelens.engine.source_map import SourceMaps
+
+__all__ = ["NO_STATEMENT", "CodeInfo", "FrameEvents"]
+
+_MISSING = object()
+
+
+class FrameEvents:
+    """Records per-line tensor metadata of user code into a :class:`Recorder`, from the
+    frame events a tracing backend reports."""
+
+    def __init__(
+        self,
+        *,
+        scope: UserCodeScope,
+        recorder: Recorder,
+        findings: FindingsConfig,
+        sources: SourceMaps | None = None,
+    ) -> None:
+        self.scope = scope
+        self.recorder = recorder
+        self.findings = findings
+        self.sources = sources or SourceMaps()
+        self.codes: dict[CodeType, CodeInfo | None] = {}
+        """Code object → what we know about it, ``None`` when it is not user code. Read-only
+        for backends, which may look a code up here inline on their hottest event."""
+        self.op_watch = OpWatch(self._on_op)
+        self._nonfinite = findings.nonfinite
+        self._last_exception: tuple[int, type] | None = None
+        self._pending_errors: list[tuple[tuple[int, type], list[dict[str, Any]]]] = []
+        self._unweakrefable: set[type] = set()
+        self._warnings = WarningListener(self._on_warning)
+        self._warned: set[tuple[str, int, str]] = set()
+        self._capturing: FrameType | None = None
+        """The frame whose finished statement is being recorded (for the nonfinite check)."""
+        self._watched: dict[int, tuple[CodeInfo, int, dict[str, int]]] = {}
+
+    # -- code objects ------------------------------------------------------------------
+    def info_for(self, code: CodeType) -> CodeInfo | None:
+        """What we know about ``code``, or ``None`` when it is not user code (cached)."""
+        info = self.codes.get(code, _MISSING)
+        if info is _MISSING:
+            info = self.codes[code] = self.describe(code)
+        return info  # type: ignore[return-value]
+
+    def known(self, code: CodeType) -> CodeInfo | None:
+        """Like :meth:`info_for`, without describing new code (for hot global events)."""
+        info = self.codes.get(code)
+        return info if isinstance(info, CodeInfo) else None
+
+    def describe(self, code: CodeType) -> CodeInfo | None:
+        """``code`` analysed, or ``None`` when it is not user code (not cached)."""
+        file = self.scope.user_file(code.co_filename)
+        if file is None or not self.scope.wants_code(code):
+            return None
+        return self._code_info(code, file)
+
+    def info_unscoped(self, code: CodeType) -> CodeInfo | None:
+        """What we know about ``code`` of any file, the scope not consulted (a frame another
+        tracer chose: snoop's targets); ``None`` for code without a file (``<string>``)."""
+        info = self.codes.get(code)
+        if info is None:
+            if code.co_filename.startswith("<"):
+                return None
+            info = self._code_info(code, os.path.realpath(code.co_filename))
+            if info is None:
+                return None
+            self.codes[code] = info
+        return info
+
+    def _code_info(self, code: CodeType, file: str) -> CodeInfo | None:
+        try:
+            return CodeInfo(code, file, self.sources.get(file), self.recorder)
+        except Exception:
+            return None  # code we cannot analyse is left untraced, never an error
+
+    # -- frame events (what a backend reports) -----------------------------------------
+    def enter_call(self, frame: FrameType, info: CodeInfo) -> None:
+        """A fresh call of user code: count the def line, record the arguments."""
+        if info.is_module:
+            return
+        info.hits[info.def_line] = info.hits.get(info.def_line, 0) + 1
+        if info.arg_names:
+            self._capture(frame, info, info.def_line, info.arg_names, True)
+
+    def statement_started(
+        self, frame: FrameType, info: CodeInfo, previous: int, statement: int
+    ) -> int:
+        """``frame`` moved from statement ``previous`` (maybe :data:`NO_STATEMENT`) to another,
+        ``statement``: record what ``previous`` stored, count the hit, check broadcasts.
+        Returns the statement's hit count (0 for a def or class line, which counts calls)."""
+        if self._watched:
+            self._end_watch(frame)
+        stores = info.stores
+        if previous in stores:
+            self._capture(frame, info, previous, stores[previous], False)
+        count = 0
+        if statement not in info.definitions:
+            hits = info.hits
+            count = hits[statement] = hits.get(statement, 0) + 1
+        if statement in info.broadcast_lines:
+            self._check_broadcast(frame, info, statement)
+        return count
+
+    def frame_returned(
+        self, frame: FrameType, info: CodeInfo, previous: int, value: Any, *, yielded: bool
+    ) -> None:
+        """``frame`` returned ``value`` (or yielded it, and will resume at the same statement)
+        while running statement ``previous``."""
+        if self._watched:
+            self._end_watch(frame)
+        if not yielded and previous in info.stores:
+            self._capture(frame, info, previous, info.stores[previous], False)
+        if value is not None and previous != NO_STATEMENT:
+            line = frame.f_lineno
+            self._record_value(
+                info, info.statement_of.get(line, line), "<yield>" if yielded else "<return>", value
+            )
+
+    def exception_raised(self, frame: FrameType, info: CodeInfo, exc: BaseException | None) -> None:
+        """``exc`` was raised in ``frame`` (or passes through it): its running statement did
+        not complete. Explains a shape or dtype error, reported if the run ends with it."""
+        if self._watched:
+            self._end_watch(frame)
+        # Exceptions can't be weakly referenced and a strong reference would keep their
+        # frames alive, so they are recognised by id and type.
+        key = (id(exc), type(exc))
+        if exc is None or key == self._last_exception:
+            return  # already seen in a more inner frame of user code
+        self._last_exception = key
+        kind = mismatch_kind(exc) if self.findings.mismatch else None
+        if kind is None:
+            return
+        line = info.statement_of.get(frame.f_lineno, frame.f_lineno)
+        statement = info.source.statements.get(line)
+        if statement is None:
+            return
+        try:
+            resolve = _resolver(frame)
+            operands = operands_of(statement, resolve)
+            error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            findings = explain_all(
+                kind,
+                operands,
+                self.recorder.origin_of,
+                info.file,
+                line,
+                error,
+                statement=statement,
+                declared_at=self._declarations(info, resolve),
+                expression=info.source.statement_text(line) or None,
+            )
+        except Exception:
+            return
+        if findings:
+            self._pending_errors = [*self._pending_errors[-7:], (key, findings)]
+
+    def mark_sampled(self, info: CodeInfo, statement: int) -> None:
+        """The backend stops reporting ``statement`` (sampling): its counts are lower bounds."""
+        self.recorder.mark_sampled(info.file, statement)
+
+    def conclude(self, exc: BaseException | None) -> None:
+        """The run ended with ``exc``: report the mismatch finding it caused, if any."""
+        for key, findings in self._pending_errors:
+            if exc is not None and key == (id(exc), type(exc)):
+                for finding in findings:
+                    self.recorder.add_finding(finding)
+        self._pending_errors = []
+
+    # -- library warnings (both backends) ----------------------------------------------
+    def start_listening(self) -> None:
+        """Place library warnings (torch's) on the user's line; call when tracing starts."""
+        if self.findings.warnings:
+            self._warnings.start()
+
+    def stop_listening(self) -> None:
+        self._warnings.stop()
+
+    # -- recording -----------------------------------------------------------------------
+    def _capture(
+        self, frame: FrameType, info: CodeInfo, line: int, names: tuple[str, ...], arguments: bool
+    ) -> None:
+        try:
+            scope = frame.f_locals
+        except Exception:
+            return
+        table = info.stats.get(line)
+        if table is None:
+            table = info.stats[line] = {}
+        self._capturing = frame
+        kinds = values.kind_of_type
+        for name in names:
+            value = scope.get(name, _MISSING)
+            if value is _MISSING:
+                if name not in info.global_names:
+                    continue
+                value = frame.f_globals.get(name, _MISSING)
+                if value is _MISSING:
+                    continue
+            kind = kinds.get(type(value))
+            if kind is None:
+                kind = values.classify(value)
+            if kind:
+                self._observe(info, table, line, name, value, kind, arguments, 0)
+
+    def _record_value(self, info: CodeInfo, line: int, name: str, value: Any) -> None:
+        self._capturing = None  # a returned value: no statement inputs to read
+        kind = values.kind_of(value)
+        if kind:
+            table = info.stats.get(line)
+            if table is None:
+                table = info.stats[line] = {}
+            self._observe(info, table, line, name, value, kind, False, 0)
+
+    def _observe(
+        self,
+        info: CodeInfo,
+        table: dict[str, VarStats],
+        line: int,
+        name: str,
+        value: Any,
+        kind: int,
+        argument: bool,
+        depth: int,
+    ) -> None:
+        if kind in values.CONTAINER_KINDS:
+            if depth < values.MAX_CONTAINER_DEPTH:
+                for entry, item in values.container_entries(name, value, kind):
+                    item_kind = values.kind_of(item)
+                    if item_kind:
+                        self._observe(
+                            info, table, line, entry, item, item_kind, argument, depth + 1
+                        )
+            return
+        tp = type(value)
+        stats = table.get(name)
+        if stats is None:
+            stats = table[name] = self.recorder.new_stats(info.file, line, name, tp)
+            stats.is_argument = argument
+        stats.type = tp
+        stats.hits += 1
+        try:
+            if kind == values.TORCH:
+                stats.dtype = value.dtype
+                stats.device = value.device
+                requires_grad = stats.requires_grad = value.requires_grad
+                if requires_grad:
+                    grad_fn = value.grad_fn
+                    stats.grad_fn = None if grad_fn is None else type(grad_fn).__name__
+                else:
+                    stats.grad_fn = None
+                shape = value.shape
+            else:
+                stats.dtype = value.dtype
+                stats.device = getattr(value, "device", None)
+                shape = tuple(value.shape)
+        except Exception:
+            shape = None  # nested tensors and odd objects: keep what could be read
+        if shape != stats.shape:
+            stats.shape = shape
+            shapes = stats.shapes
+            if shape is not None and len(shapes) < MAX_SHAPES and shape not in shapes:
+                shapes.append(shape)
+        if tp not in self._unweakrefable:
+            try:
+                stats.ref = weakref.ref(value)
+            except TypeError:
+                self._unweakrefable.add(tp)
+        if self._nonfinite and stats.hits >= stats.next_nonfinite_check:
+            stats.next_nonfinite_check = stats.hits * 2
+            self._check_nonfinite(stats, value, kind)
+
+    # -- findings --------------------------------------------------------------------------
+    def _check_nonfinite(self, stats: VarStats, value: Any, kind: int) -> None:
+        config = self.findings
+        state = nonfinite_state(value, kind, config.nonfinite_max_elements, config.nonfinite_on_gpu)
+        if state is None:
+            return
+        frame, self._capturing = self._capturing, None
+        inputs = self._statement_inputs(frame, stats.line, value) if frame is not None else []
+        if state == "Inf" and self._is_mask(stats, value, inputs, frame):
+            return  # -inf on purpose (a causal mask): not a bug
+        self._nonfinite = False  # only the first line where it happens
+        operand = {
+            "name": stats.name,
+            "shape": None if stats.shape is None else [int(d) for d in stats.shape],
+            "dtype": values.dtype_name(stats.dtype),
+            "device": values.device_name(stats.device),
+            "requires_grad": stats.requires_grad,
+            "line": stats.line,
+        }
+        source = self.sources.get(stats.file)
+        self.recorder.add_finding(
+            {
+                "kind": "nonfinite",
+                "severity": "warning",
+                "file": stats.file,
+                "line": stats.line,
+                "expression": source.statement_text(stats.line) or None,
+                "operands": [
+                    operand,
+                    *({"name": name, "shape": list(_shape(v) or ()), **self._facts(v)}
+                      for name, v in inputs),
+                ],  # the value, then what the line computed it from
+                "state": state,
+                "hit": stats.hits,
+            }
+        )  # fmt: skip
+
+    def _names_an_infinity(self, stats: VarStats, frame: FrameType) -> bool:
+        """The statement names a Python float that is ±inf (a constant such as NEG_INF)."""
+        info = self.known(frame.f_code)
+        statement = info.source.statements.get(stats.line) if info is not None else None
+        if statement is None:
+            return False
+        scope, globals_ = frame.f_locals, frame.f_globals
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Name):
+                value = scope.get(node.id, globals_.get(node.id))
+                if isinstance(value, float) and math.isinf(value):
+                    return True
+        return False
+
+    def _statement_inputs(self, frame: FrameType, line: int, value: Any) -> list[tuple[str, Any]]:
+        """The tensors the statement names (other than its result), as they are now."""
+        info = self.known(frame.f_code)
+        statement = info.source.statements.get(line) if info is not None else None
+        if statement is None:
+            return []
+        try:
+            found = operands_of(statement, _resolver(frame))
+        except Exception:
+            return []
+        return [(o.label, o.value) for o in found if not o.is_module and o.value is not value][:6]
+
+    def _is_mask(
+        self,
+        stats: VarStats,
+        value: Any,
+        inputs: list[tuple[str, Any]],
+        frame: FrameType | None,
+    ) -> bool:
+        """An Inf that is a mask: made by masked_fill/where/an inf literal, the log of a 0/1
+        tensor, or carried over from an input that held it already."""
+        text = self.sources.get(stats.file).statement_text(stats.line)
+        if is_mask_text(text) or (takes_log(text) and holds_only_zero_or_inf(value)):
+            return True
+        if frame is not None and self._names_an_infinity(stats, frame):
+            return True  # `torch.full((k,), NEG_INF)` with NEG_INF = float("-inf")
+        origin = self.recorder.origin_of(value)  # made by a helper: `mask = causal_mask(T)`
+        if origin is not None and (origin.file, origin.line) != (stats.file, stats.line):
+            born = self.sources.get(origin.file).statement_text(origin.line)
+            if is_mask_text(born) or (takes_log(born) and holds_only_zero_or_inf(value)):
+                return True
+        config = self.findings
+        for _, item in inputs:
+            flags = nonfinite_flags(
+                item, values.kind_of(item), config.nonfinite_max_elements, config.nonfinite_on_gpu
+            )
+            if flags is not None and flags[1]:
+                return True
+        return False
+
+    def _check_broadcast(self, frame: FrameType, info: CodeInfo, line: int) -> None:
+        count = info.broadcast_checks.get(line, 0) + 1
+        info.broadcast_checks[line] = count
+        if count > 2 and count & (count - 1):
+            return  # check hits 1, 2, 4, 8, ...: shapes rarely change, the cost stays bounded
+        if not self.findings.broadcast:
+            info.broadcast_lines.discard(line)
+            return
+        resolve = _resolver(frame)
+        candidates = info.elementwise.get(line, ())
+        if candidates:
+
+            def shape_of(path: tuple[str, ...]) -> tuple[int, ...] | None:
+                return _shape(resolve(path))
+
+            def shaping(path: tuple[str, ...]) -> int:
+                return self._born_shaping(resolve(path))
+
+            for candidate in candidates:
+                try:
+                    found = find_broadcast(candidate, shape_of, shaping)
+                except Exception:
+                    found = None
+                if found is not None:
+                    self._report_broadcast(info, line, found, ())
+                    return
+        if line in info.op_sites and self.op_watch.begin(frame):
+            self._watched[id(frame)] = (info, line, {})
+
+    def _end_watch(self, frame: FrameType) -> None:
+        """The watched statement of ``frame`` is over (next statement, return, raise)."""
+        if self._watched.pop(id(frame), None) is not None:
+            self.op_watch.end(frame)
+
+    def _on_op(self, frame: FrameType, op: str, left: Any, right: Any, result: Any) -> None:
+        """An elementwise torch op, called by a watched statement, with its real operands."""
+        entry = self._watched.get(id(frame))
+        if entry is None:
+            return
+        info, line, counts = entry
+        sites = [site for site in info.op_sites.get(line, ()) if site.op == op]
+        if not sites:
+            return
+        index = counts.get(op, 0)
+        counts[op] = index + 1
+        site = sites[min(index, len(sites) - 1)]
+        if silences(site.shaping, reduced=site.reduced):
+            return  # shaped on purpose (None index, unsqueeze, view, ...)
+        shapes = (_shape(left), _shape(right), _shape(result))
+        if any(shape is None for shape in shapes):
+            return
+        left_shape, right_shape, result_shape = shapes
+        assert left_shape is not None and right_shape is not None and result_shape is not None
+        if not accidental(left_shape, right_shape, result_shape, reduced=site.reduced):
+            return
+        born = max(self._born_shaping(left), self._born_shaping(right))
+        if silences(born, reduced=site.reduced):
+            return
+        found = Broadcast(
+            op, site.text, site.left, left_shape, site.right, right_shape, result_shape
+        )
+        self._report_broadcast(info, line, found, (self._facts(left), self._facts(right)))
+
+    def _report_broadcast(
+        self, info: CodeInfo, line: int, found: Broadcast, operands: tuple[dict[str, Any], ...]
+    ) -> None:
+        info.broadcast_lines.discard(line)  # one finding per line is enough
+        if not self.recorder.has_finding("broadcast", info.file, line):
+            self.recorder.add_finding(found.to_data(info.file, line, operands))
+
+    def _born_shaping(self, value: Any) -> int:
+        """How the line where the value was born shaped it (``.unsqueeze(1)``: on purpose)."""
+        if _shape(value) in (None, ()):
+            return NO_SHAPING
+        origin = self.recorder.origin_of(value)
+        if origin is None:
+            return NO_SHAPING
+        # Shaping where the value was born (not in the expression) is a weaker sign: a loss
+        # of it still fires (`y = t.view(-1, 1)` ... `((pred - y) ** 2).mean()`).
+        born = line_shaping(self.sources.get(origin.file).statement_text(origin.line))
+        return min(born, KEEPDIM)
+
+    def _facts(self, value: Any) -> dict[str, Any]:
+        """What a finding says about an operand value: metadata and where it was born."""
+        facts: dict[str, Any] = {}
+        try:
+            facts["dtype"] = values.dtype_name(getattr(value, "dtype", None))
+            facts["device"] = values.device_name(getattr(value, "device", None))
+            facts["requires_grad"] = getattr(value, "requires_grad", None)
+        except Exception:
+            return {}
+        origin = self.recorder.origin_of(value) if _shape(value) not in (None, ()) else None
+        if origin is not None:
+            facts.update(file=origin.file, line=origin.line, passed_in=origin.is_argument)
+            facts["born_as"] = origin.name
+        return facts
+
+    def _on_warning(self, message: str, category: type) -> None:
+        """A warning is being shown: place it on the innermost user line that is running."""
+        frame: FrameType | None = sys._getframe(1)
+        issuer: FrameType | None = None
+        info: CodeInfo | None = None
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if filename.startswith(_OWN_FILES):
+                frame = frame.f_back
+                continue
+            issuer = issuer or frame
+            info = self.known(frame.f_code)
+            if info is not None:
+                break
+            frame = frame.f_back
+        if frame is None or info is None:
+            return
+        line = info.statement_of.get(frame.f_lineno, frame.f_lineno)
+        text = info.source.statement_text(line)
+        if issuer is frame and _calls_warn(info.source.statements.get(line)):
+            return  # the user's own warnings.warn(...)
+        first = message.strip().splitlines()[0] if message.strip() else category.__name__
+        key = (info.file, line, first)
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        inputs = self._statement_inputs(frame, line, None)
+        self.recorder.add_finding(
+            {
+                "kind": "library_warning",
+                "severity": severity_of(first, category),
+                "file": info.file,
+                "line": line,
+                "expression": text or None,
+                "operands": [
+                    {"name": name, "shape": list(_shape(v) or ()), **self._facts(v)}
+                    for name, v in inputs
+                ],
+                "error": f"{category.__name__}: {first}",
+            }
+        )
+
+    def _declarations(
+        self, info: CodeInfo, resolve: Callable[[tuple[str, ...]], Any]
+    ) -> Callable[[str, Any], tuple[str, int] | None]:
+        """Where a module operand was declared: ``self.fc = nn.Linear(...)`` in its owner's
+        class, or ``model = ...`` in this file."""
+
+        def declared_at(label: str, module: Any) -> tuple[str, int] | None:
+            *owner_path, name = label.split(".")
+            if not owner_path:
+                found = info.source.assignment_line(name, on_self=False)
+                return (info.file, found) if found is not None else None
+            owner = resolve(tuple(owner_path))
+            for klass in type(owner).__mro__:
+                code = getattr(getattr(klass, "__init__", None), "__code__", None)
+                if code is None or code.co_filename.startswith("<"):
+                    continue
+                file = os.path.realpath(code.co_filename)
+                found = self.sources.get(file).assignment_line(name, on_self=True)
+                if found is not None:
+                    return file, found
+            return None
+
+        return declared_at
+
+
+# Frames of the warnings machinery and of ShapeLens itself, skipped to find who warned.
+_OWN_FILES = (warnings.__file__, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _resolver(frame: FrameType) -> Callable[[tuple[str, ...]], Any]:
+    scope = frame.f_locals
+    globals_ = frame.f_globals
+
+    def resolve(path: tuple[str, ...]) -> Any:
+        head = path[0]
+        value = scope.get(head, _MISSING)
+        if value is _MISSING:
+            value = globals_.get(head, _MISSING)
+        if value is _MISSING:
+            value = getattr(builtins, head, None)
+        for attr in path[1:]:
+            if value is None:
+                return None
+            value = values.safe_attribute(value, attr)
+        return value
+
+    return resolve
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    """The shape of a tensor or array, ``()`` for a Python number, else None."""
+    if isinstance(value, (int, float, complex)):
+        return ()
+    kind = values.kind_of(value)
+    if kind in (values.TORCH, values.ARRAY):
+        try:
+            return tuple(int(d) for d in value.shape)
+        except Exception:
+            return None
+    return None
+
+
+def _calls_warn(statement: ast.AST | None) -> bool:
+    """The statement calls ``warnings.warn`` (or a bare ``warn``) itself."""
+    if statement is None:
+        return False
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in ("warn", "warn_explicit", "showwarning"):
+                return True
+    return False
