@@ -187,3 +187,82 @@ def test_real_program_patterns(script, tmp_path: Path) -> None:  # type: ignore[
     assert "target size" in warning["error"]
     [nonfinite] = run.findings("nonfinite")
     assert nonfinite["line"] == line_of(main, "logp =") and nonfinite["state"] == "Inf"
+
+
+def test_errors_name_operands_modules_and_birth_lines(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Float token ids made in a data helper reach an Embedding declared in another file;
+    a Linear gets an input of the wrong width: each error names the module's expectation,
+    the line that declared it, and where the input was born."""
+    pytest.importorskip("torch")
+    model = script(
+        """
+        import torch.nn as nn
+
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.emb = nn.Embedding(10, 8)
+                self.fc = nn.Linear(96, 10)
+
+            def forward(self, x):
+                return self.fc(x)
+
+            def embed(self, idx):
+                return self.emb(idx)
+        """,
+        "model.py",
+    )
+    data = script(
+        """
+        import torch
+
+
+        def batch():
+            tokens = torch.tensor([[1, 2, 3]], dtype=torch.float32)
+            return tokens
+        """,
+        "data.py",
+    )
+    main = script(
+        """
+        import sys
+        import torch
+        from model import Net
+        from data import batch
+
+        net = Net()
+        if sys.argv[1] == "linear":
+            x = torch.randn(48, 48)
+            out = net(x)
+        else:
+            ids = batch()
+            e = net.embed(ids)
+        """
+    )
+    linear = run_cli("--quiet", "main.py", "linear", cwd=tmp_path)
+    [shape] = linear.findings("shape_mismatch")
+    assert (shape["file"], shape["line"]) == (str(model), line_of(model, "return self.fc(x)"))
+    fc, x = shape["operands"]
+    assert fc["module"] == {
+        "class": "Linear",
+        "expects": {"in_features": 96},
+        "file": str(model),
+        "line": line_of(model, "self.fc ="),
+    }
+    assert (x["name"], x["shape"], x["file"], x["line"]) == (
+        "x", [48, 48], str(main), line_of(main, "x = torch.randn"),
+    )
+    assert "mat1 and mat2 shapes cannot be multiplied" in shape["error"]
+    assert "in_features=96" in shape["message"]
+
+    embedding = run_cli("--quiet", "main.py", "embedding", cwd=tmp_path)
+    [dtype] = embedding.findings("dtype_mismatch")
+    assert dtype["line"] == line_of(model, "return self.emb(idx)")
+    idx = dtype["operands"][0]
+    assert (idx["name"], idx["dtype"], idx["odd"]) == ("idx", "float32", True)
+    assert (idx["file"], idx["line"]) == (str(data), line_of(data, "tokens = torch.tensor"))
+    assert dtype["expected"] == "int64"
+    assert "`self.emb` expects int64" in dtype["message"]
+    emb = dtype["operands"][1]["module"]
+    assert emb["expects"] == {"num_embeddings": 10, "embedding_dim": 8}

@@ -128,9 +128,12 @@ def _mismatch(finding: Finding) -> str:
     verb = "is on" if noun == "device" else "is"
     names = ", ".join(f"`{o.name}`" for o in rest)
     if noun == "dtype" and any(o.dtype != finding.expected for o in rest):
-        # integer indices expected (an Embedding, a loss's target): nobody else holds them
-        tail = f"{names} expect{'' if len(rest) > 1 else 's'} {finding.expected}" if rest else (
-            f"{finding.expected} is expected"
+        # int64 indices for an Embedding, a bool mask: no other operand holds that dtype
+        modules = [f"`{o.name}`" for o in rest if o.module is not None]
+        tail = (
+            f"{', '.join(modules)} expect{'' if len(modules) > 1 else 's'} {finding.expected}"
+            if modules
+            else f"{finding.expected} is expected"
         )
     else:
         tail = (

@@ -1,0 +1,533 @@
+"""Score ShapeLens's findings against the corpus: ``python tests/corpus/check.py``.
+
+Every program under ``clean/`` and ``buggy/`` (a ``NAME.py`` file, or a ``NAME/`` folder
+run through its ``main.py``) is run from its own folder with ``python -m shapelens run
+--json TRACE --quiet``. The trace's findings are compared with the ``# expect: KIND``
+comments in all of the program's files:
+
+- a finding of an expected kind at an expected (file, line) is a true positive;
+- any other finding of a scored kind (``SCORED_KINDS``) is a false positive;
+- an expectation without such a finding is a false negative.
+
+A clean program must also run to the end under the tracer. The script prints a table per
+program, every false positive and false negative with its message, precision and recall
+overall and per kind, and exits 1 when anything disagrees. ``evaluate()`` is the same
+thing as a function, for a pytest test or a bench script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import tokenize
+from collections.abc import Collection, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shapelens.present.findings import finding_message
+from shapelens.trace.codec import finding_from_json
+
+CORPUS_DIR = Path(__file__).resolve().parent
+CATEGORIES = ("clean", "buggy")
+SCORED_KINDS = (
+    "broadcast",
+    "nonfinite",
+    "library_warning",
+    "dtype_mismatch",
+    "shape_mismatch",
+    "device_mismatch",
+)
+DEFAULT_TIMEOUT_S = 120.0
+NOT_ALARMS = ("info",)
+"""``info`` findings are notices (a deprecation torch announced), not alarms: not scored."""
+DEFAULT_JOBS = 2
+
+_EXPECT = re.compile(r"#\s*expect:\s*(?P<kinds>[a-z_]+(?:\s*,\s*[a-z_]+)*)")
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """One ``# expect: KIND`` comment: a finding of ``kind`` must sit at (file, line)."""
+
+    kind: str
+    file: Path
+    line: int
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One finding read back from a trace (only the fields the scoring needs)."""
+
+    kind: str
+    file: Path
+    line: int
+    severity: str
+    message: str
+
+    @property
+    def key(self) -> tuple[str, Path, int]:
+        return (self.kind, self.file, self.line)
+
+
+@dataclass(frozen=True)
+class Program:
+    """A corpus program: ``entry`` is run from ``cwd``; ``files`` hold its expectations."""
+
+    name: str
+    category: str
+    entry: Path
+    files: tuple[Path, ...]
+
+    @property
+    def cwd(self) -> Path:
+        return self.entry.parent
+
+
+@dataclass
+class ProgramResult:
+    program: Program
+    expected: list[Expectation]
+    findings: list[Finding] = field(default_factory=list)
+    true_positives: list[Finding] = field(default_factory=list)
+    false_positives: list[Finding] = field(default_factory=list)
+    false_negatives: list[Expectation] = field(default_factory=list)
+    status: str | None = None
+    exit_code: int | None = None
+    exception: str | None = None
+    duration_s: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.program.name
+
+    @property
+    def ok(self) -> bool:
+        return not (self.false_positives or self.false_negatives or self.problems)
+
+    @property
+    def label(self) -> str:
+        """``clean`` or ``buggy: KIND, ...``."""
+        kinds = sorted({e.kind for e in self.expected})
+        return self.program.category + (": " + ", ".join(kinds) if kinds else "")
+
+
+@dataclass(frozen=True)
+class Score:
+    true_positives: int
+    false_positives: int
+    false_negatives: int
+
+    @property
+    def precision(self) -> float | None:
+        found = self.true_positives + self.false_positives
+        return self.true_positives / found if found else None
+
+    @property
+    def recall(self) -> float | None:
+        wanted = self.true_positives + self.false_negatives
+        return self.true_positives / wanted if wanted else None
+
+
+# -- discovering programs and expectations -------------------------------------------------
+
+
+def discover(corpus_dir: Path = CORPUS_DIR) -> list[Program]:
+    """Every program of the corpus, clean ones first, each category sorted by name."""
+    corpus_dir = corpus_dir.resolve()
+    programs: list[Program] = []
+    for category in CATEGORIES:
+        folder = corpus_dir / category
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.iterdir()):
+            if path.is_file() and path.suffix == ".py":
+                programs.append(Program(f"{category}/{path.stem}", category, path, (path,)))
+            elif path.is_dir() and (path / "main.py").is_file():
+                files = tuple(sorted(p for p in path.rglob("*.py") if "__pycache__" not in p.parts))
+                programs.append(
+                    Program(f"{category}/{path.name}", category, path / "main.py", files)
+                )
+    return programs
+
+
+def _comments(source: str) -> Iterable[tuple[int, str]]:
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.COMMENT:
+                yield token.start[0], token.string
+    except (tokenize.TokenError, SyntaxError):
+        # fall back to a plain scan of the lines
+        for number, text in enumerate(source.splitlines(), start=1):
+            if "#" in text:
+                yield number, text[text.index("#") :]
+
+
+def expectations(program: Program) -> list[Expectation]:
+    found: list[Expectation] = []
+    for path in program.files:
+        source = path.read_text(encoding="utf-8")
+        for line, comment in _comments(source):
+            match = _EXPECT.search(comment)
+            if match is None:
+                continue
+            for kind in match.group("kinds").split(","):
+                found.append(Expectation(kind.strip(), path.resolve(), line))
+    return found
+
+
+# -- running one program ------------------------------------------------------------------
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    # two programs at a time on a small machine: one intra-op thread each
+    env.setdefault("OMP_NUM_THREADS", "1")
+    # keep the corpus folders free of __pycache__
+    env.setdefault("PYTHONDONTWRITEBYTECODE", "1")
+    return env
+
+
+def _read_findings(trace: dict[str, Any]) -> list[Finding]:
+    findings: list[Finding] = []
+    raw = trace.get("findings")
+    if not isinstance(raw, list):
+        return findings
+    for item in raw:
+        if not isinstance(item, dict):
+            continue
+        kind, file, line = item.get("kind"), item.get("file"), item.get("line")
+        if not (isinstance(kind, str) and isinstance(file, str) and isinstance(line, int)):
+            continue
+        findings.append(
+            Finding(kind, Path(file).resolve(), line, str(item.get("severity", "")), _message(item))
+        )
+    return findings
+
+
+def _message(item: dict[str, Any]) -> str:
+    """The finding in words, as every ShapeLens surface renders it."""
+    try:
+        return finding_message(finding_from_json(item))
+    except (KeyError, TypeError, ValueError):
+        return str(item.get("kind", "?"))
+
+def _describe_exception(trace: dict[str, Any]) -> str | None:
+    exception = trace.get("exception")
+    if not isinstance(exception, dict):
+        return None
+    text = f"{exception.get('type', '?')}: {exception.get('message', '')}".strip()
+    first_line = text.splitlines()[0] if text else text
+    where = ""
+    if isinstance(exception.get("file"), str):
+        where = f" at {Path(exception['file']).name}:{exception.get('line')}"
+    return first_line[:200] + where
+
+
+RunOutcome = tuple[dict[str, Any] | None, int | None, str | None, float]
+
+
+def _run(program: Program, timeout_s: float, trace_dir: Path) -> RunOutcome:
+    """(trace or None, exit status, harness error or None, seconds)."""
+    trace_path = trace_dir / (program.name.replace("/", "__") + ".json")
+    command = [
+        sys.executable,
+        "-m",
+        "shapelens",
+        "run",
+        "--json",
+        str(trace_path),
+        "--quiet",
+        "--timeout",
+        str(timeout_s),
+        program.entry.name,
+    ]
+    started = time.monotonic()
+    process = subprocess.Popen(
+        command,
+        cwd=program.cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=_child_env(),
+        start_new_session=True,
+    )
+    error: str | None = None
+    try:
+        output, _ = process.communicate(timeout=timeout_s + 30)
+    except subprocess.TimeoutExpired:
+        # our own child's process group only: the shapelens parent and the traced program
+        os.killpg(process.pid, signal.SIGKILL)
+        output, _ = process.communicate()
+        error = f"no answer after {timeout_s + 30:.0f} s; killed"
+    duration = time.monotonic() - started
+    trace: dict[str, Any] | None = None
+    if trace_path.exists():
+        try:
+            loaded = json.loads(trace_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            error = f"unreadable trace: {exc}"
+        else:
+            if isinstance(loaded, dict):
+                trace = loaded
+    if trace is None and error is None:
+        tail = output.decode("utf-8", "replace").strip().splitlines()[-3:]
+        error = f"no trace written (exit {process.returncode}): " + " | ".join(tail)
+    return trace, process.returncode, error, duration
+
+
+def score_program(
+    program: Program,
+    expected: list[Expectation],
+    findings: list[Finding],
+    ignore_severities: Collection[str] = NOT_ALARMS,
+) -> tuple[list[Finding], list[Finding], list[Expectation]]:
+    """(true positives, false positives, false negatives); findings are deduplicated by
+    (kind, file, line); kinds outside ``SCORED_KINDS`` and findings whose severity is in
+    ``ignore_severities`` (say ``("info",)``) are left out."""
+    wanted = {(e.kind, e.file, e.line) for e in expected}
+    unique: dict[tuple[str, Path, int], Finding] = {}
+    for finding in findings:
+        if finding.kind in SCORED_KINDS and finding.severity not in ignore_severities:
+            unique.setdefault(finding.key, finding)
+    true_positives = [f for key, f in unique.items() if key in wanted]
+    false_positives = [f for key, f in unique.items() if key not in wanted]
+    false_negatives = [e for e in expected if (e.kind, e.file, e.line) not in unique]
+    return true_positives, false_positives, false_negatives
+
+
+def run_program(
+    program: Program,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    ignore_severities: Collection[str] = NOT_ALARMS,
+) -> ProgramResult:
+    result = ProgramResult(program, expectations(program))
+    for expectation in result.expected:
+        if expectation.kind not in SCORED_KINDS:
+            result.problems.append(
+                f"unknown kind in `# expect: {expectation.kind}` at "
+                f"{expectation.file.name}:{expectation.line}"
+            )
+    if program.category == "clean" and result.expected:
+        result.problems.append("a clean program has `# expect:` comments")
+    if program.category == "buggy" and not result.expected:
+        result.problems.append("a buggy program has no `# expect:` comment")
+
+    with tempfile.TemporaryDirectory(prefix="shapelens-corpus-") as tmp:
+        trace, exit_code, error, duration = _run(program, timeout_s, Path(tmp))
+    result.exit_code = exit_code
+    result.duration_s = duration
+    if error is not None:
+        result.problems.append(error)
+    if trace is not None:
+        status = trace.get("status")
+        result.status = status if isinstance(status, str) else None
+        result.exception = _describe_exception(trace)
+        result.findings = _read_findings(trace)
+        ran_to_the_end = result.status == "ok" or (result.status == "exit" and exit_code == 0)
+        if program.category == "clean" and not ran_to_the_end:
+            result.problems.append(
+                f"the clean program did not run to the end under the tracer: status "
+                f"{result.status}, exit {exit_code}"
+                + (f", {result.exception}" if result.exception else "")
+            )
+        elif result.status == "timeout":
+            result.problems.append(f"stopped by the {timeout_s:.0f} s time limit")
+    tp, fp, fn = score_program(program, result.expected, result.findings, ignore_severities)
+    result.true_positives, result.false_positives, result.false_negatives = tp, fp, fn
+    return result
+
+
+def evaluate(
+    corpus_dir: Path = CORPUS_DIR,
+    *,
+    jobs: int = DEFAULT_JOBS,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    only: Sequence[str] = (),
+    ignore_severities: Collection[str] = NOT_ALARMS,
+) -> list[ProgramResult]:
+    """Run the corpus (at most ``jobs`` programs at a time) and score every program.
+    ``only`` keeps programs whose name (``clean/vae``) contains one of its strings;
+    findings with a severity in ``ignore_severities`` are not scored (by default every
+    finding of a scored kind counts, ``info`` ones included)."""
+    programs = discover(Path(corpus_dir))
+    if only:
+        programs = [p for p in programs if any(s in p.name for s in only)]
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(lambda p: run_program(p, timeout_s, ignore_severities), programs))
+
+
+# -- scores and report --------------------------------------------------------------------
+
+
+def score(results: Iterable[ProgramResult], kind: str | None = None) -> Score:
+    tp = fp = fn = 0
+    for result in results:
+        tp += sum(1 for f in result.true_positives if kind in (None, f.kind))
+        fp += sum(1 for f in result.false_positives if kind in (None, f.kind))
+        fn += sum(1 for e in result.false_negatives if kind in (None, e.kind))
+    return Score(tp, fp, fn)
+
+
+def _ratio(value: float | None) -> str:
+    return "  -  " if value is None else f"{value:5.2f}"
+
+
+def _where(file: Path, line: int, program: Program) -> str:
+    try:
+        name = file.relative_to(program.cwd).as_posix()
+    except ValueError:
+        name = str(file)
+    return f"{name}:{line}"
+
+
+def report(results: Sequence[ProgramResult], out: Any = None) -> str:
+    """The table, the list of disagreements and the scores, as text (also written to
+    ``out`` when given)."""
+    lines: list[str] = []
+    width = max([len(r.name) for r in results] + [7])
+    lines.append(
+        f"{'program':<{width}}  {'status':<9} {'time':>6}  {'exp':>3} {'tp':>3} {'fp':>3} "
+        f"{'fn':>3}  result"
+    )
+    lines.append("-" * (width + 44))
+    for r in results:
+        verdict = "ok" if r.ok else "MISMATCH"
+        lines.append(
+            f"{r.name:<{width}}  {r.status or '-':<9} {r.duration_s:5.1f}s  {len(r.expected):>3} "
+            f"{len(r.true_positives):>3} {len(r.false_positives):>3} "
+            f"{len(r.false_negatives):>3}  {verdict}"
+        )
+
+    disagreements = [r for r in results if not r.ok]
+    if disagreements:
+        lines.append("")
+        lines.append("Disagreements:")
+        for r in disagreements:
+            lines.append(f"  {r.name} ({r.label})")
+            for problem in r.problems:
+                lines.append(f"    problem: {problem}")
+            for f in r.false_positives:
+                lines.append(
+                    f"    FP {f.kind} ({f.severity}) at {_where(f.file, f.line, r.program)}: "
+                    f"{f.message}"
+                )
+            for e in r.false_negatives:
+                near = [
+                    f"{f.kind}@{f.line}"
+                    for f in r.findings
+                    if f.file == e.file and abs(f.line - e.line) <= 3
+                ]
+                lines.append(
+                    f"    FN {e.kind} expected at {_where(e.file, e.line, r.program)}"
+                    + (f" (findings nearby: {', '.join(near)})" if near else "")
+                    + (f"; run ended with {r.exception}" if r.exception else "")
+                )
+
+    lines.append("")
+    total = score(results)
+    lines.append(f"{'kind':<16} {'tp':>4} {'fp':>4} {'fn':>4}  {'precision':>9}  {'recall':>6}")
+    for kind in SCORED_KINDS:
+        s = score(results, kind)
+        lines.append(
+            f"{kind:<16} {s.true_positives:>4} {s.false_positives:>4} {s.false_negatives:>4}  "
+            f"{_ratio(s.precision):>9}  {_ratio(s.recall):>6}"
+        )
+    lines.append(
+        f"{'overall':<16} {total.true_positives:>4} {total.false_positives:>4} "
+        f"{total.false_negatives:>4}  {_ratio(total.precision):>9}  {_ratio(total.recall):>6}"
+    )
+    clean = [r for r in results if r.program.category == "clean"]
+    buggy = [r for r in results if r.program.category == "buggy"]
+    lines.append(
+        f"clean programs without a false alarm: "
+        f"{sum(1 for r in clean if not r.false_positives)}/{len(clean)}; "
+        f"buggy programs fully right: {sum(1 for r in buggy if r.ok)}/{len(buggy)}; "
+        f"programs that agree: {sum(1 for r in results if r.ok)}/{len(results)}"
+    )
+    text = "\n".join(lines)
+    if out is not None:
+        print(text, file=out)
+    return text
+
+
+def to_json(results: Sequence[ProgramResult]) -> list[dict[str, Any]]:
+    def finding(f: Finding) -> dict[str, Any]:
+        return {
+            "kind": f.kind,
+            "file": str(f.file),
+            "line": f.line,
+            "severity": f.severity,
+            "message": f.message,
+        }
+
+    return [
+        {
+            "program": r.name,
+            "category": r.program.category,
+            "ok": r.ok,
+            "status": r.status,
+            "exit_code": r.exit_code,
+            "exception": r.exception,
+            "duration_s": round(r.duration_s, 2),
+            "expected": [{"kind": e.kind, "file": str(e.file), "line": e.line} for e in r.expected],
+            "true_positives": [finding(f) for f in r.true_positives],
+            "false_positives": [finding(f) for f in r.false_positives],
+            "false_negatives": [
+                {"kind": e.kind, "file": str(e.file), "line": e.line} for e in r.false_negatives
+            ],
+            "problems": r.problems,
+        }
+        for r in results
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=CORPUS_DIR, help="corpus folder")
+    parser.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help="programs at a time")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds each")
+    parser.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="run programs whose name contains NAME (repeatable)",
+    )
+    parser.add_argument(
+        "--ignore-severity",
+        action="append",
+        default=None,
+        choices=("info", "warning", "error"),
+        help="do not score findings of this severity (repeatable; default: info)",
+    )
+    parser.add_argument("--json", type=Path, help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    results = evaluate(
+        args.corpus,
+        jobs=args.jobs,
+        timeout_s=args.timeout,
+        only=args.only,
+        ignore_severities=NOT_ALARMS if args.ignore_severity is None else args.ignore_severity,
+    )
+    if not results:
+        print("no programs found", file=sys.stderr)
+        return 2
+    report(results, out=sys.stdout)
+    if args.json is not None:
+        args.json.write_text(json.dumps(to_json(results), indent=2) + "\n", encoding="utf-8")
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
