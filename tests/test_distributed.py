@@ -245,7 +245,8 @@ def test_ctrl_c_ends_the_run_like_python(script, tmp_path: Path, nproc: int | No
     trace = json.loads(trace_path.read_text())
     assert (trace["status"], trace["exit_code"]) == ("exception", 130)
     assert trace["exception"]["type"] == "KeyboardInterrupt"
-    assert line_of(main, "while True") <= trace["exception"]["line"] <= line_of(main, "print(")
+    last = line_of(main, "sys.stdout.flush()")
+    assert line_of(main, "while True") <= trace["exception"]["line"] <= last
     grad = next(
         v for e in trace["lines"] if e["line"] == line_of(main, "grad =") for v in e["vars"]
     )
