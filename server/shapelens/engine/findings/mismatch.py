@@ -298,20 +298,9 @@ def _float_indices(
     ]
     index = _index_argument(statement) if statement is not None else None
     odd = [o for o in floats if o.label == index] or floats
-    if not odd:
-        return None
-    rest = [o for o in operands if o not in odd]
-    return {
-        "kind": "dtype_mismatch",
-        "severity": "error",
-        "file": file,
-        "line": line,
-        "operands": [
-            o.to_data(origin_of, odd=o in odd, declared_at=declared_at) for o in odd + rest
-        ],
-        "error": error,
-        "expected": "int64",
-    }
+    return _wrong_kind(
+        operands, origin_of, file, line, error, "int64", lambda o: o in odd, declared_at
+    )
 
 
 def _index_argument(statement: ast.AST) -> str | None:
