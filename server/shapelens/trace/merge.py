@@ -120,7 +120,13 @@ def merge_traces(
                     rank=rank,
                 )
             )
-    worst = max((ranks[r].status for r in order), key=lambda s: _SEVERITY.get(s, 0))
+    # A rank that ended without a record or a crash report while another rank had raised
+    # was stopped by torchrun because of that rank: the first failure is the run's status.
+    stopped_by_others = {
+        r for r in order if failed and ranks[r].status == "crashed" and ranks[r].exception is None
+    }
+    statuses = [ranks[r].status for r in order if r not in stopped_by_others]
+    worst = max(statuses, key=lambda s: _SEVERITY.get(s, 0))
     return Trace(
         argv=first.argv,
         python=first.python,
