@@ -26,20 +26,21 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-WORKLOADS = ("seed_loop", "tight_loop", "mlp", "numpy_loop")
-NUMPY_ONLY = ("numpy_loop",)  # the only workloads for Python 3.12+ here (no torch there)
-PY312 = ROOT / ".venv312" / "bin" / "python"  # made by `make test` (pytest-other-pythons)
-MODERN_TOOLS = ("untraced-3.12", "shapelens-3.12")
-SAMPLE_HITS = "100"
-TOOLS = (
-    "untraced",
-    "shapelens",
-    "untraced-3.12",
-    "shapelens-3.12",
-    "shapelens-snoop",
-    "torchsnooper",
-    "snoop",
-)
+WORKLOADS = ("mlp", "seed_loop", "tight_loop", "numpy_loop")
+INTERPRETERS = {  # each is compared with itself untraced; 3.12+ use sys.monitoring
+    "3.11": Path(sys.executable),
+    "3.12": ROOT / ".venv312" / "bin" / "python",  # made by `make test`
+    "3.13": ROOT / ".venv313" / "bin" / "python",
+}
+TARGETS = {  # issue 14: the slowdown the default mode must stay within
+    ("mlp", "3.11"): 1.3,
+    ("seed_loop", "3.11"): 1.6,
+    ("tight_loop", "3.11"): 2.0,
+    ("mlp", "3.12+"): 1.1,
+    ("seed_loop", "3.12+"): 1.2,
+    ("tight_loop", "3.12+"): 1.3,
+}
+TOOLS = ("untraced", "shapelens", "shapelens-snoop", "torchsnooper", "snoop")
 WRAPPED_TOOLS = ("shapelens-snoop", "torchsnooper", "snoop")  # decorate the hot function
 ANCHOR_TOOLS = ("torchsnooper", "snoop")
 QUICK_SCALE = "0.05"  # --quick only checks that the harness works: shrink the loops 20x
@@ -66,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     repeat = 1 if options.quick else options.repeat
     tools = _split(options.tools, TOOLS, "--tools")
     workloads = _split(options.workloads, WORKLOADS, "--workloads")
-    shapelens = _shapelens_command()
+    pythons = _split(options.pythons, tuple(INTERPRETERS), "--pythons")
     anchors = Anchors(error="not requested")
     if any(tool in ANCHOR_TOOLS for tool in tools):
         anchors = _prepare_anchors(Path(options.anchors_venv), install=not options.no_install)
@@ -76,47 +77,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         env.pop("SHAPELENS_BENCH_SCALE", None)  # a stray value would skew a real run
 
-    cells = {(w, t): Cell() for w in workloads for t in tools}
-    for (workload, tool), cell in cells.items():
-        if tool in MODERN_TOOLS and (workload not in NUMPY_ONLY or not PY312.exists()):
-            cell.error = "n/a"  # torch is 3.11-only here; 3.12 needs `make test` first
-        if workload in NUMPY_ONLY and tool in ("shapelens-snoop", *ANCHOR_TOOLS):
+    cells = {(w, p, t): Cell() for w in workloads for p in pythons for t in tools}
+    for (_, python, tool), cell in cells.items():
+        if not INTERPRETERS[python].exists():
+            cell.error = f"n/a: no {INTERPRETERS[python]} (run `make test` first)"
+        elif tool in WRAPPED_TOOLS and python != "3.11":
+            cell.error = "n/a"  # the decorator anchors are compared on 3.11 only
+        elif tool in ANCHOR_TOOLS and anchors.error is not None:
             cell.error = "n/a"
-    for tool in ANCHOR_TOOLS:
-        if tool in tools and anchors.error is not None:
-            for workload in workloads:
-                cells[workload, tool].error = "n/a"
     with tempfile.TemporaryDirectory(prefix="shapelens-bench-") as scratch:
         out_path = Path(scratch) / "result.json"
         for round_index in range(repeat):
             # Rotate the order each round so no tool is always the first (cold) one.
             order = tools[round_index % len(tools) :] + tools[: round_index % len(tools)]
             for workload in workloads:
-                for tool in order:
-                    cell = cells[workload, tool]
-                    if cell.error is not None:
-                        continue  # a tool that failed once is not retried: it wastes minutes
-                    _progress(f"[{round_index + 1}/{repeat}] {workload} / {tool}")
-                    command = _tool_command(
-                        tool, BENCH / "workloads" / f"{workload}.py", shapelens, anchors
-                    )
-                    value, error = _run_workload(command, tool, env, out_path, options.timeout)
-                    if error is not None:
-                        cell.error = error
-                    else:
-                        cell.samples.append(value)
-        cold = _cold_start(shapelens, env, 1 if options.quick else max(repeat, 3), options.timeout)
+                for python in pythons:
+                    for tool in order:
+                        cell = cells[workload, python, tool]
+                        if cell.error is not None:
+                            continue  # a tool that failed once is not retried: it wastes minutes
+                        _progress(f"[{round_index + 1}/{repeat}] {workload} / {python} / {tool}")
+                        script = BENCH / "workloads" / f"{workload}.py"
+                        command = _tool_command(tool, INTERPRETERS[python], script, anchors)
+                        value, error = _run_workload(command, tool, env, out_path, options.timeout)
+                        if error is not None:
+                            cell.error = error
+                        else:
+                            cell.samples.append(value)
+        cold = _cold_start(env, 1 if options.quick else max(repeat, 3), options.timeout)
 
-    report = _render(cells, workloads, tools, anchors, cold, repeat, options.quick)
+    report = _render(cells, workloads, pythons, tools, anchors, cold, repeat, options.quick)
     print(report)
     out = options.out or (None if options.quick else str(BENCH / "results" / "latest.md"))
     if out is not None:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(report)
         _progress(f"wrote {out}")
-    broken = [w for w in workloads if "untraced" in tools and cells[w, "untraced"].error]
+    broken = [
+        w
+        for (w, p, t), cell in cells.items()
+        if t == "untraced" and cell.error and not cell.error.startswith("n/a")
+    ]
     if options.strict:
-        broken += [w for w in workloads if "shapelens" in tools and cells[w, "shapelens"].error]
+        broken += [
+            w
+            for (w, p, t), cell in cells.items()
+            if t == "shapelens" and cell.error and not cell.error.startswith("n/a")
+        ]
     if broken:
         _progress(f"harness error: workload(s) failed: {', '.join(sorted(set(broken)))}")
         return 1
@@ -135,6 +142,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", help="markdown report path (default bench/results/latest.md)")
     parser.add_argument("--tools", default=",".join(TOOLS), help="comma list of tools")
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma list")
+    parser.add_argument(
+        "--pythons", default=",".join(INTERPRETERS), help="comma list of 3.11, 3.12, 3.13"
+    )
     parser.add_argument(
         "--anchors-venv",
         default=str(ROOT / ".venv-anchors"),
@@ -167,14 +177,6 @@ def _split(text: str, known: tuple[str, ...], flag: str) -> tuple[str, ...]:
 
 def _progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
-
-
-def _shapelens_command() -> list[str]:
-    # The console script next to this interpreter; the module form works without it.
-    script = Path(sys.executable).parent / "shapelens"
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-m", "shapelens.cli.main"]
 
 
 def _prepare_anchors(venv: Path, *, install: bool) -> Anchors:
@@ -222,26 +224,13 @@ def _probe_anchors(python: Path) -> Anchors:
     return Anchors(python=python, versions=versions)
 
 
-def _tool_command(tool: str, script: Path, shapelens: list[str], anchors: Anchors) -> list[str]:
+def _tool_command(tool: str, python: Path, script: Path, anchors: Anchors) -> list[str]:
     if tool == "untraced":
-        return [sys.executable, str(script)]
-    if tool == "shapelens":
-        return [*shapelens, "run", "--quiet", str(script)]
+        return [str(python), str(script)]
+    if tool == "shapelens":  # the default mode: whole file, findings on
+        return [str(python), "-m", "shapelens", "run", "--quiet", str(script)]
     if tool == "shapelens-snoop":  # `from shapelens import snoop`, in the project's venv
-        return [sys.executable, str(script)]
-    if tool == "untraced-3.12":
-        return [str(PY312), str(script)]
-    if tool == "shapelens-3.12":  # sys.monitoring with per-line sampling
-        return [
-            str(PY312),
-            "-m",
-            "shapelens",
-            "run",
-            "--quiet",
-            "--sample",
-            SAMPLE_HITS,
-            str(script),
-        ]
+        return [str(python), str(script)]
     assert anchors.python is not None
     return [str(anchors.python), str(script)]
 
@@ -276,14 +265,12 @@ def _run_workload(
         return 0.0, f"no result written ({err.__class__.__name__})"
 
 
-def _cold_start(
-    shapelens: list[str], env: dict[str, str], repeat: int, timeout: float
-) -> dict[str, float | str]:
+def _cold_start(env: dict[str, str], repeat: int, timeout: float) -> dict[str, float | str]:
     """Median wall time of the tiny script under python and under `shapelens run --quiet`."""
     script = str(BENCH / "cold_start.py")
     commands = {
         "python": [sys.executable, script],
-        "shapelens run --quiet": [*shapelens, "run", "--quiet", script],
+        "shapelens run --quiet": [sys.executable, "-m", "shapelens", "run", "--quiet", script],
     }
     samples: dict[str, list[float]] = {name: [] for name in commands}
     failed: dict[str, str] = {}
@@ -362,61 +349,66 @@ def _git(*args: str) -> str:
 
 
 def _render(
-    cells: dict[tuple[str, str], Cell],
+    cells: dict[tuple[str, str, str], Cell],
     workloads: tuple[str, ...],
+    pythons: tuple[str, ...],
     tools: tuple[str, ...],
     anchors: Anchors,
     cold: dict[str, float | str],
     repeat: int,
     quick: bool,
 ) -> str:
-    py = ".".join(platform.python_version_tuple()[:2])
     labels = {
         "untraced": "untraced (CPU s)",
-        "shapelens": f"shapelens (py{py})",
+        "shapelens": "shapelens",
         "shapelens-snoop": "shapelens snoop()",
-        "untraced-3.12": "untraced 3.12 (CPU s)",
-        "shapelens-3.12": f"shapelens (py3.12, sampling {SAMPLE_HITS})",
         "torchsnooper": f"torchsnooper {anchors.versions.get('torchsnooper', '')}".strip(),
         "snoop": f"snoop {anchors.versions.get('snoop', '')}".strip(),
     }
+    columns = [labels[t] for t in tools]
+    if "shapelens" in tools:
+        columns.insert(tools.index("shapelens") + 1, "target")
     lines = [
         "# ShapeLens benchmark",
         "",
         f"Machine: {_machine_line()}",
         "",
-        f"CPU time of each workload's hot section, median of {repeat} run(s); "
-        "traced columns: slowdown vs untraced (CPU s in parentheses)."
+        f"CPU time of each workload's hot section, median of {repeat} run(s), default settings"
+        " (findings on); traced columns: slowdown vs the same interpreter untraced (CPU s in"
+        " parentheses). 3.11 traces with sys.settrace, 3.12+ with sys.monitoring."
         + (" QUICK MODE: loops shrunk 20x, a harness check only." if quick else ""),
         "",
-        "| workload | " + " | ".join(labels[t] for t in tools) + " |",
-        "|---|" + "---:|" * len(tools),
+        "| workload | python | " + " | ".join(columns) + " |",
+        "|---|---|" + "---:|" * len(columns),
     ]
     notes: list[str] = []
     for workload in workloads:
-        row = [workload]
-        for tool in tools:
-            # Each interpreter is compared with itself untraced.
-            base_cell = cells.get(
-                (workload, "untraced-3.12" if tool in MODERN_TOOLS else "untraced")
-            )
+        for python in pythons:
+            base_cell = cells.get((workload, python, "untraced"))
             base = statistics.median(base_cell.samples) if base_cell and base_cell.samples else None
-            cell = cells[workload, tool]
-            if cell.error == "n/a":
-                row.append("n/a")
-                continue
-            if cell.error is not None:
-                row.append("failed")
-                notes.append(f"- {tool} on {workload} failed: {cell.error}")
-                continue
-            value = statistics.median(cell.samples)
-            if tool in ("untraced", "untraced-3.12"):
-                row.append(f"{value:.3f} s")
-            elif base is None or base <= 0:
-                row.append(f"({value:.3f} s)")
-            else:
-                row.append(f"{_ratio(value, base)} ({value:.3f} s)")
-        lines.append("| " + " | ".join(row) + " |")
+            row = [workload, python]
+            for tool in tools:
+                cell = cells[workload, python, tool]
+                if cell.error is not None and cell.error.startswith("n/a"):
+                    row.append("n/a")
+                    if cell.error != "n/a":
+                        notes.append(f"- {python}: {cell.error}")
+                elif cell.error is not None:
+                    row.append("failed")
+                    notes.append(f"- {tool} on {workload} ({python}) failed: {cell.error}")
+                else:
+                    value = statistics.median(cell.samples)
+                    if tool == "untraced":
+                        row.append(f"{value:.3f} s")
+                    elif base is None or base <= 0:
+                        row.append(f"({value:.3f} s)")
+                    else:
+                        row.append(f"{_ratio(value, base)} ({value:.3f} s)")
+                if tool == "shapelens":
+                    target = TARGETS.get((workload, "3.11" if python == "3.11" else "3.12+"))
+                    row.append(f"≤ {target}×" if target else "")
+            lines.append("| " + " | ".join(row) + " |")
+    notes = list(dict.fromkeys(notes))
     missing = [t for t in ANCHOR_TOOLS if t in tools]
     if missing and anchors.error is not None:
         notes.insert(0, f"- {', '.join(missing)}: n/a ({anchors.error})")

@@ -1,4 +1,4 @@
-"""Benchmark workload: a 3-layer MLP (hidden 64, ReLU, batch 32) trained 50 steps, SGD + MSE."""
+"""Benchmark workload: a 3-layer MLP (hidden 64, ReLU, batch 32) trained 400 steps on a (32,32) batch, SGD + MSE."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness import measure, scaled
 
-STEPS = scaled(50)
-BATCH, IN_FEATURES, HIDDEN, OUT_FEATURES = 32, 16, 64, 4
+STEPS = scaled(400)
+BATCH, IN_FEATURES, HIDDEN, OUT_FEATURES = 32, 32, 64, 4
 
 
 def train(

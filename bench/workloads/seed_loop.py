@@ -1,4 +1,4 @@
-"""Benchmark workload: the seed's example-2 training loop (with its (4,4) broadcast), 200 steps."""
+"""Benchmark workload: the seed's example-2 training loop (with its (4,4) broadcast), 1,000 steps."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness import measure, scaled
 
-STEPS = scaled(200)
+STEPS = scaled(1000)
 
 
 def train(

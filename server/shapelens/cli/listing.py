@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from shapelens.present.findings import SEVERITY_MARKS, finding_detail, related_locations
 from shapelens.present.labels import line_label
+from shapelens.present.markdown import hits_text
 from shapelens.trace import Finding, Trace, TracedLine
 
 _GAP = 3  # unexecuted runs longer than this are folded into one "⋮" line
@@ -77,7 +78,7 @@ def _render_file(trace: Trace, file: str, style: _Style, cwd: str) -> Iterable[s
         line = traced.get(number)
         label = line_label(line) if line is not None else ""
         if line is not None and not label and line.hits > 1:
-            label = f"×{line.hits}"
+            label = hits_text(line.hits, line.sampled)
         pad = " " * max(1, code_width - len(code) + 2)
         yield gutter + code + (pad + style.hint(label) if label else "")
         for finding in findings.get(number, []):

@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MODULE",
         help="run a module as `python -m MODULE` does (the rest goes to it)",
     )
-    run.add_argument("--json", metavar="PATH", help="write the trace (shapelens.trace/1) here")
+    run.add_argument("--json", metavar="PATH", help="write the trace (shapelens.trace/2) here")
     run.add_argument(
         "--function",
         action="append",

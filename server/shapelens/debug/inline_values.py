@@ -22,7 +22,9 @@ _PRESENT_SOURCE = (
     + f"\nDTYPE_ABBREVIATIONS = {DTYPE_ABBREVIATIONS!r}\n"
 )
 
-HELPER_SOURCE = _PRESENT_SOURCE + """
+HELPER_SOURCE = (
+    _PRESENT_SOURCE
+    + """
 def describe(scope):
     short = DTYPE_ABBREVIATIONS
 
@@ -66,6 +68,7 @@ def describe(scope):
             continue
     return "\\n".join(out)
 """
+)
 
 EXPRESSION = (
     "(lambda namespace: (exec(compile("

@@ -32,21 +32,28 @@ class CodeInfo:
 
     __slots__ = (
         "arg_names",
-        "broadcast_checks",
         "broadcast_lines",
+        "capture_at",
+        "counter_of",
         "def_line",
         "definitions",
+        "dense_until",
         "elementwise",
         "file",
         "global_names",
         "hits",
         "is_generator",
         "is_module",
+        "loop_exits",
+        "loop_headers",
         "op_sites",
         "source",
+        "stale",
         "statement_of",
         "stats",
         "stores",
+        "switched_off",
+        "unique_stores",
         "yield_offsets",
     )
 
@@ -90,6 +97,20 @@ class CodeInfo:
             if instruction.opname == "STORE_GLOBAL":
                 global_names.add(str(instruction.argval))
         self.stores = {line: tuple(names) for line, names in stores.items()}
+        # Statements whose names no other statement stores: a value read when the frame
+        # ends is the last one that statement made (the final, often smaller, batch).
+        owners: dict[str, int] = {}
+        for stored in stores.values():
+            for name in stored:
+                owners[name] = owners.get(name, 0) + 1
+        self.unique_stores = frozenset(
+            line for line, stored in stores.items() if all(owners[n] == 1 for n in stored)
+        )
+        # Metadata sampling (see FrameEvents): the hit at which each statement is read next,
+        # and until which hit it is read on every hit.
+        self.capture_at: dict[int, int] = {}
+        self.dense_until: dict[int, int] = {}
+        self.stale: set[int] = set()  # statements skipped since they were last read
         self.global_names = frozenset(global_names)
         self.yield_offsets = frozenset(yield_offsets)
         statements = {self.statement_of.get(line, line) for line in lines}
@@ -102,4 +123,13 @@ class CodeInfo:
             line: sites for line, sites in source.op_sites.items() if line in statements
         }
         self.broadcast_lines = set(self.elementwise) | set(self.op_sites)
-        self.broadcast_checks: dict[int, int] = {}
+        # What paces each statement (see SourceMap.counter_of), for estimating the hits of
+        # statements whose line events were switched off (sys.monitoring backend).
+        self.counter_of = {
+            line: counter for line, counter in source.counter_of.items() if line in statements
+        }
+        self.loop_headers = source.loop_headers & statements
+        self.loop_exits = recorder.loop_exits_table(file)
+        # Statements whose line events are off: statement → the backend's re-arm generation
+        # then (an event of the same generation is another line of the same statement).
+        self.switched_off: dict[int, int] = {}

@@ -10,6 +10,13 @@ read from the frame and their metadata recorded on its line: only stored names a
 the cost per event does not grow with the number of locals or iterations. The findings that
 need the running program (non-finite values, broadcasts, library warnings, shape and dtype
 errors) are checked here too, so both backends record the same things.
+
+Hits are always counted exactly. Reading values (the costly part: the frame's locals and
+each tensor's metadata) is sampled per statement: every hit for its first
+:data:`DENSE_HITS` hits, then every :data:`SAMPLE_GAP`-th hit, and again on every hit for
+:data:`DENSE_HITS` hits after a read saw something new (a shape, dtype, device or type). A
+statement skipped since its last read, whose names no other statement stores, is read once
+more when its frame ends, so a loop's last value (the smaller final batch) is seen.
 """
 
 from __future__ import annotations
@@ -48,6 +55,12 @@ __all__ = ["NO_STATEMENT", "CodeInfo", "FrameEvents"]
 
 _MISSING = object()
 
+DENSE_HITS = 64
+"""A statement's values are read on each of its first hits, and after a change, this many."""
+SAMPLE_GAP = 13
+"""Past those, values that stay the same are read every this many hits (a prime: patterns
+of any shorter period, such as alternating shapes, are still all seen)."""
+
 
 class FrameEvents:
     """Records per-line tensor metadata of user code into a :class:`Recorder`, from the
@@ -78,6 +91,7 @@ class FrameEvents:
         self._capturing: FrameType | None = None
         """The frame whose finished statement is being recorded (for the nonfinite check)."""
         self._watched: dict[int, tuple[CodeInfo, int, dict[str, int]]] = {}
+        self.statement_started = self._statement_hook()
 
     # -- code objects ------------------------------------------------------------------
     def info_for(self, code: CodeType) -> CodeInfo | None:
@@ -123,28 +137,55 @@ class FrameEvents:
         """A fresh call of user code: count the def line, record the arguments."""
         if info.is_module:
             return
-        info.hits[info.def_line] = info.hits.get(info.def_line, 0) + 1
+        calls = info.hits[info.def_line] = info.hits.get(info.def_line, 0) + 1
         if info.arg_names:
-            self._capture(frame, info, info.def_line, info.arg_names, True)
+            self._read(frame, info, info.def_line, info.arg_names, calls, arguments=True)
 
-    def statement_started(
-        self, frame: FrameType, info: CodeInfo, previous: int, statement: int
-    ) -> int:
-        """``frame`` moved from statement ``previous`` (maybe :data:`NO_STATEMENT`) to another,
-        ``statement``: record what ``previous`` stored, count the hit, check broadcasts.
-        Returns the statement's hit count (0 for a def or class line, which counts calls)."""
-        if self._watched:
-            self._end_watch(frame)
-        stores = info.stores
-        if previous in stores:
-            self._capture(frame, info, previous, stores[previous], False)
-        count = 0
-        if statement not in info.definitions:
+    def _statement_hook(self) -> Callable[[FrameType, CodeInfo, int, int], int]:
+        """``statement_started(frame, info, previous, statement)``: ``frame`` moved from
+        statement ``previous`` (maybe :data:`NO_STATEMENT`) to another, ``statement``: record
+        what ``previous`` stored, count the hit, check broadcasts. Returns the statement's hit
+        count (0 for a def or class line, which counts calls). Backends call it on nearly
+        every line event, so it is a closure that reads no attributes of ``self``."""
+        watched = self._watched
+        end_watch = self._end_watch
+        read = self._read
+        check_broadcast = self._check_broadcast
+
+        def statement_started(
+            frame: FrameType, info: CodeInfo, previous: int, statement: int
+        ) -> int:
+            if watched:
+                end_watch(frame)
             hits = info.hits
+            stores = info.stores
+            if previous in stores:
+                hit = hits.get(previous, 0)
+                if hit < info.capture_at.get(previous, 0):  # not sampled: only count it
+                    table = info.stats.get(previous)
+                    if table:
+                        for name, stats in table.items():
+                            if name[0] != "<":  # not a <return>/<yield> recorded on the line
+                                stats.hits += 1
+                    info.stale.add(previous)
+                else:
+                    read(frame, info, previous, stores[previous], hit)
+            if (
+                previous in info.loop_headers
+                and previous != statement  # header to header: the next iteration
+                and info.counter_of.get(statement) != previous
+            ):
+                exits = info.loop_exits  # the header's hit was the loop's end
+                exits[previous] = exits.get(previous, 0) + 1
+            if statement in info.definitions:
+                return 0
             count = hits[statement] = hits.get(statement, 0) + 1
-        if statement in info.broadcast_lines:
-            self._check_broadcast(frame, info, statement)
-        return count
+            # Broadcasts are checked on hits 1, 2, 4, 8, ...: shapes rarely change there.
+            if not count & (count - 1) and statement in info.broadcast_lines:
+                check_broadcast(frame, info, statement)
+            return count
+
+        return statement_started
 
     def frame_returned(
         self, frame: FrameType, info: CodeInfo, previous: int, value: Any, *, yielded: bool
@@ -153,8 +194,16 @@ class FrameEvents:
         while running statement ``previous``."""
         if self._watched:
             self._end_watch(frame)
+        if not yielded and previous in info.loop_headers:
+            info.loop_exits[previous] = info.loop_exits.get(previous, 0) + 1
         if not yielded and previous in info.stores:
-            self._capture(frame, info, previous, info.stores[previous], False)
+            self._read(frame, info, previous, info.stores[previous], info.hits.get(previous, 0))
+        if (
+            not yielded
+            and (info.stale or info.switched_off)
+            and (info.is_module or self._rarely_called(info))
+        ):
+            self._read_last_values(frame, info)
         if value is not None and previous != NO_STATEMENT:
             line = frame.f_lineno
             self._record_value(
@@ -199,6 +248,28 @@ class FrameEvents:
         if findings:
             self._pending_errors = [*self._pending_errors[-7:], (key, findings)]
 
+    def switch_off(self, info: CodeInfo, statement: int, count: int, generation: int) -> bool:
+        """Whether a backend that can stop a line's events (sys.monitoring) may stop those of
+        ``statement`` after its ``count``-th hit; if so, its hits are estimated from then on.
+        Only a statement past its dense hits, whose values stayed the same, inside a loop or a
+        function (whose header or calls keep being counted), never a loop header.
+        ``generation`` tells the backend's re-arms apart (see ``CodeInfo.switched_off``)."""
+        counter = info.counter_of.get(statement)
+        if counter is None or count <= DENSE_HITS or statement in info.loop_headers:
+            return False
+        if statement in info.stores and info.capture_at.get(statement, 0) <= count + 1:
+            return False  # read on its next hits: something changed lately
+        info.switched_off[statement] = generation
+        self.recorder.switch_off(info.file, statement, counter)
+        return True
+
+    def switch_on(self, info: CodeInfo, statement: int) -> None:
+        """The backend reports ``statement`` again (re-armed): the estimate becomes its count,
+        and its values are read on this hit."""
+        del info.switched_off[statement]
+        self.recorder.switch_on(info.file, statement)
+        info.capture_at[statement] = 0
+
     def mark_sampled(self, info: CodeInfo, statement: int) -> None:
         """The backend stops reporting ``statement`` (sampling): its counts are lower bounds."""
         self.recorder.mark_sampled(info.file, statement)
@@ -221,18 +292,65 @@ class FrameEvents:
         self._warnings.stop()
 
     # -- recording -----------------------------------------------------------------------
-    def _capture(
-        self, frame: FrameType, info: CodeInfo, line: int, names: tuple[str, ...], arguments: bool
+    def _read(
+        self,
+        frame: FrameType,
+        info: CodeInfo,
+        line: int,
+        names: tuple[str, ...],
+        hit: int,
+        *,
+        arguments: bool = False,
     ) -> None:
+        """Statement ``line`` completed its ``hit``-th hit: read what it stored, or only count
+        it when this hit is not sampled."""
+        if hit < info.capture_at.get(line, 0):
+            table = info.stats.get(line)
+            if table:
+                for name, stats in table.items():
+                    if name[0] != "<":  # not a <return>/<yield> recorded on the line
+                        stats.hits += 1
+            info.stale.add(line)
+            return
+        info.stale.discard(line)
+        if self._capture(frame, info, line, names, arguments):
+            info.dense_until[line] = hit + DENSE_HITS
+        dense = hit < info.dense_until.get(line, DENSE_HITS)
+        info.capture_at[line] = hit + 1 if dense else hit + SAMPLE_GAP
+
+    def _rarely_called(self, info: CodeInfo) -> bool:
+        return info.hits.get(info.def_line, 0) <= DENSE_HITS
+
+    def _read_last_values(self, frame: FrameType, info: CodeInfo) -> None:
+        """The frame ends: read the last values of the statements skipped since their last
+        read, where no other statement stores the same names (hits are counted already)."""
+        unread = (info.stale | info.switched_off.keys()) & info.unique_stores
+        for line in unread:
+            info.stale.discard(line)
+            self._capture(frame, info, line, info.stores[line], False, counted=True)
+
+    def _capture(
+        self,
+        frame: FrameType,
+        info: CodeInfo,
+        line: int,
+        names: tuple[str, ...],
+        arguments: bool,
+        *,
+        counted: bool = False,
+    ) -> bool:
+        """Record the values of ``names`` on ``line``; whether any was new (shape, dtype,
+        device, type). ``counted``: this hit was counted already."""
         try:
             scope = frame.f_locals
         except Exception:
-            return
+            return False
         table = info.stats.get(line)
         if table is None:
             table = info.stats[line] = {}
         self._capturing = frame
         kinds = values.kind_of_type
+        changed = False
         for name in names:
             value = scope.get(name, _MISSING)
             if value is _MISSING:
@@ -244,8 +362,9 @@ class FrameEvents:
             kind = kinds.get(type(value))
             if kind is None:
                 kind = values.classify(value)
-            if kind:
-                self._observe(info, table, line, name, value, kind, arguments, 0)
+            if kind and self._observe(info, table, line, name, value, kind, arguments, 0, counted):
+                changed = True
+        return changed
 
     def _record_value(self, info: CodeInfo, line: int, name: str, value: Any) -> None:
         self._capturing = None  # a returned value: no statement inputs to read
@@ -266,23 +385,29 @@ class FrameEvents:
         kind: int,
         argument: bool,
         depth: int,
-    ) -> None:
+        counted: bool = False,
+    ) -> bool:
+        """Record one value; whether it was new (shape, dtype, device or type)."""
         if kind in values.CONTAINER_KINDS:
+            changed = False
             if depth < values.MAX_CONTAINER_DEPTH:
                 for entry, item in values.container_entries(name, value, kind):
                     item_kind = values.kind_of(item)
-                    if item_kind:
-                        self._observe(
-                            info, table, line, entry, item, item_kind, argument, depth + 1
-                        )
-            return
+                    if item_kind and self._observe(
+                        info, table, line, entry, item, item_kind, argument, depth + 1, counted
+                    ):
+                        changed = True
+            return changed
         tp = type(value)
         stats = table.get(name)
+        changed = stats is None or stats.type is not tp
         if stats is None:
             stats = table[name] = self.recorder.new_stats(info.file, line, name, tp)
             stats.is_argument = argument
         stats.type = tp
-        stats.hits += 1
+        if not counted or stats.hits == 0:
+            stats.hits += 1
+        dtype, device = stats.dtype, stats.device
         try:
             if kind == values.TORCH:
                 stats.dtype = value.dtype
@@ -303,8 +428,12 @@ class FrameEvents:
         if shape != stats.shape:
             stats.shape = shape
             shapes = stats.shapes
-            if shape is not None and len(shapes) < MAX_SHAPES and shape not in shapes:
-                shapes.append(shape)
+            if shape is not None and shape not in shapes:
+                changed = True
+                if len(shapes) < MAX_SHAPES:
+                    shapes.append(shape)
+        if dtype != stats.dtype or device != stats.device:
+            changed = True
         if tp not in self._unweakrefable:
             try:
                 stats.ref = weakref.ref(value)
@@ -313,6 +442,7 @@ class FrameEvents:
         if self._nonfinite and stats.hits >= stats.next_nonfinite_check:
             stats.next_nonfinite_check = stats.hits * 2
             self._check_nonfinite(stats, value, kind)
+        return changed
 
     # -- findings --------------------------------------------------------------------------
     def _check_nonfinite(self, stats: VarStats, value: Any, kind: int) -> None:
@@ -406,10 +536,6 @@ class FrameEvents:
         return False
 
     def _check_broadcast(self, frame: FrameType, info: CodeInfo, line: int) -> None:
-        count = info.broadcast_checks.get(line, 0) + 1
-        info.broadcast_checks[line] = count
-        if count > 2 and count & (count - 1):
-            return  # check hits 1, 2, 4, 8, ...: shapes rarely change, the cost stays bounded
         if not self.findings.broadcast:
             info.broadcast_lines.discard(line)
             return

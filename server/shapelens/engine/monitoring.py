@@ -13,20 +13,27 @@ returns ``DISABLE`` again. Tool id 3 or 4: 0 is debugpy's, 2 cProfile's.
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable
 from types import CodeType
 from typing import Any
 
-from shapelens.engine.frame_events import NO_STATEMENT, FrameEvents
+from shapelens.engine.frame_events import DENSE_HITS, NO_STATEMENT, FrameEvents
 
 TOOL_IDS = (3, 4, 5)
+REARM_INTERVAL_S = 0.2
+"""How often switched-off lines are re-armed (``restart_events``) to be looked at again."""
 
 
 class MonitoringTracer:
     """Drives a :class:`FrameEvents` recorder from ``sys.monitoring`` events."""
 
-    def __init__(self, events: FrameEvents, *, sample_hits: int | None = None) -> None:
+    def __init__(
+        self, events: FrameEvents, *, sample_hits: int | None = None, adaptive: bool = True
+    ) -> None:
         self.events = events
         self.sample_hits = sample_hits
+        self.adaptive = adaptive
         # A line is disabled once its hit count reaches this (never without sampling).
         self._limit = sys.maxsize if sample_hits is None else max(sample_hits, 1)
         self._info = events.info_for
@@ -45,7 +52,7 @@ class MonitoringTracer:
         monitoring.use_tool_id(tool, "shapelens")
         for event, callback in (
             (events.PY_START, self._on_start),
-            (events.LINE, self._on_line),
+            (events.LINE, self._line_callback()),
             (events.PY_RETURN, self._on_return),
             (events.PY_YIELD, self._on_yield),
             (events.RAISE, self._on_raise),
@@ -92,22 +99,63 @@ class MonitoringTracer:
         self.events.enter_call(frame, info)
         return None
 
-    def _on_line(self, code: CodeType, line: int) -> Any:
-        info = self._info(code)
-        if info is None:
-            return sys.monitoring.DISABLE  # type: ignore[attr-defined,unused-ignore]
-        statement = info.statement_of.get(line, line)
-        frame = sys._getframe(1)
-        key = id(frame)
-        previous = self._previous.get(key, NO_STATEMENT)
-        if statement == previous:
+    def _line_callback(self) -> Callable[[CodeType, int], Any]:
+        """The LINE callback, the hottest path: a closure over what it reads, so each event
+        costs a few dictionary lookups (no attribute lookups, no extra calls)."""
+        codes = self.events.codes
+        info_for = self._info
+        previous_of = self._previous
+        started = self._started
+        getframe = sys._getframe
+        limit = self._limit
+        monitoring = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
+        disable = monitoring.DISABLE
+        restart_events = monitoring.restart_events
+        mark_sampled = self.events.mark_sampled
+        switch_off = self.events.switch_off if self.adaptive else None
+        switch_on = self.events.switch_on
+        clock = time.monotonic
+        rearm_at = [clock() + REARM_INTERVAL_S]
+        generation = [0]  # how many re-arms so far
+
+        def on_line(code: CodeType, line: int) -> Any:
+            info = codes.get(code)
+            if info is None:
+                info = info_for(code)
+                if info is None:
+                    return disable
+            statement = info.statement_of.get(line, line)
+            frame = getframe(1)
+            key = id(frame)
+            previous = previous_of.get(key, NO_STATEMENT)
+            if statement == previous:
+                # A loop header's own line again: a new iteration, its body switched off.
+                if line != statement or statement not in info.loop_headers:
+                    return None
+                now = clock()
+                if now >= rearm_at[0]:  # time to look at the switched-off lines again
+                    rearm_at[0] = now + REARM_INTERVAL_S
+                    generation[0] += 1
+                    restart_events()
+            off_since = info.switched_off.get(statement)
+            if off_since is not None:
+                if off_since == generation[0]:
+                    return disable  # another line of a statement switched off: off too
+                switch_on(info, statement)
+            previous_of[key] = statement
+            count = started(frame, info, previous, statement)
+            if count >= limit:
+                mark_sampled(info, statement)
+                return disable
+            if (
+                switch_off is not None
+                and count > DENSE_HITS
+                and switch_off(info, statement, count, generation[0])
+            ):
+                return disable
             return None
-        count = self._started(frame, info, previous, statement)
-        self._previous[key] = statement
-        if count >= self._limit:
-            self.events.mark_sampled(info, statement)
-            return sys.monitoring.DISABLE  # type: ignore[attr-defined,unused-ignore]
-        return None
+
+        return on_line
 
     def _on_return(self, code: CodeType, offset: int, value: Any) -> Any:
         info = self._info(code)

@@ -57,7 +57,7 @@ class VarStats:
         self.is_argument = False  # bound as a function argument (a def line)
         self.next_nonfinite_check = 1
 
-    def to_message(self) -> list[Any]:
+    def to_message(self, hits: int) -> list[Any]:
         return [
             self.file,
             self.line,
@@ -67,7 +67,7 @@ class VarStats:
             values.dtype_name(self.dtype),
             values.device_name(self.device),
             self.requires_grad,
-            self.hits,
+            hits,
             [[int(d) for d in s] for s in self.shapes],
             self.grad_fn,
         ]
@@ -86,6 +86,9 @@ class Recorder:
         """Lines whose events were switched off after enough hits: counts are lower bounds."""
         self.compile_mode: str | None = None
         """How the program's torch.compile regions ran: "eager", "compiled", or never."""
+        self.loop_exits: dict[str, dict[int, int]] = {}
+        self.estimates: dict[tuple[str, int], Estimate] = {}
+        """Lines whose events are switched off now: their hits are extrapolated."""
         self._sent_sampled = 0
         self._sent_line_hits: dict[tuple[str, int], int] = {}
         self._sent_findings = 0
@@ -114,6 +117,32 @@ class Recorder:
             f["kind"] == kind and f["file"] == file and f["line"] == line for f in self.findings
         )
 
+    def loop_exits_table(self, file: str) -> dict[int, int]:
+        """Per file: loop header line -> how many times its loop was left from the header
+        (the header's last hit of each entry into the loop, which runs no body)."""
+        return self.loop_exits.setdefault(file, {})
+
+    def switch_off(self, file: str, line: int, counter: int) -> None:
+        """``line`` stops being reported: estimate its hits from ``counter``'s (same file)."""
+        hits = self.line_hits[file]
+        exits = self.loop_exits_table(file)
+        self.estimates[(file, line)] = Estimate(hits, exits, line, counter)
+        self.mark_sampled(file, line)
+
+    def switch_on(self, file: str, line: int) -> int:
+        """``line`` is reported again: its hits (and its variables') become the estimate,
+        which exact counting continues from. Returns the line's hit count."""
+        estimate = self.estimates.pop((file, line), None)
+        hits = self.line_hits[file]
+        if estimate is None:
+            return hits.get(line, 0)
+        extra = max(estimate.extra() - 1, 0)  # this hit, in the estimate, is counted next
+        for stats in self.var_stats.get(file, {}).get(line, {}).values():
+            if stats.name[0] != "<":
+                stats.hits += extra
+        hits[line] = hits.get(line, 0) + extra
+        return hits[line]
+
     # -- origins -------------------------------------------------------------------------
     def origin_of(self, value: Any) -> VarStats | None:
         """The first line that bound this very object (where it was created, as far as we saw)."""
@@ -131,9 +160,11 @@ class Recorder:
         """Channel messages describing everything that changed since the last drain."""
         out: list[messages.Message] = []
         lines: list[list[Any]] = []
+        extra = {key: estimate.extra() for key, estimate in list(self.estimates.items())}
         for file, table in list(self.line_hits.items()):
             for line, hits in list(table.items()):
                 key = (file, line)
+                hits += extra.get(key, 0)
                 if self._sent_line_hits.get(key) != hits:
                     self._sent_line_hits[key] = hits
                     lines.append([file, line, hits])
@@ -142,10 +173,12 @@ class Recorder:
         changed: list[list[Any]] = []
         for stats in list(self.all_stats):
             hits = stats.hits
+            if extra and stats.name[0] != "<":
+                hits += extra.get((stats.file, stats.line), 0)
             if hits != stats.sent_hits and hits > 0:
                 stats.sent_hits = hits
                 try:
-                    changed.append(stats.to_message())
+                    changed.append(stats.to_message(hits))
                 except Exception:  # a half-updated record; it is sent again next time
                     stats.sent_hits = 0
         if changed:
@@ -163,6 +196,28 @@ class Recorder:
             self._sent_compile_mode = self.compile_mode
             out.append(messages.compile_mode(self.compile_mode))
         return out
+
+
+class Estimate:
+    """The hits a switched-off line has made since, extrapolated from its counter line (its
+    loop's header, or its function's calls, both still counted exactly) at the rate the two
+    went at while both were counted."""
+
+    __slots__ = ("counter", "counter_base", "exits", "hits", "rate")
+
+    def __init__(self, hits: dict[int, int], exits: dict[int, int], line: int, counter: int):
+        self.hits = hits
+        self.exits = exits
+        self.counter = counter
+        self.counter_base = self._paced()
+        self.rate = hits.get(line, 0) / max(self.counter_base, 1)
+
+    def _paced(self) -> int:
+        """The counter's hits that ran the body: a loop header's exits ran none."""
+        return self.hits.get(self.counter, 0) - self.exits.get(self.counter, 0)
+
+    def extra(self) -> int:
+        return round(self.rate * (self._paced() - self.counter_base))
 
 
 def weak(value: Any) -> Callable[[], Any] | None:

@@ -46,6 +46,7 @@ class OpSite:
     """How the operands' text shapes them (``intent.EXPLICIT``, ``KEEPDIM``, none)."""
     reduced: bool
 
+
 _COMPARISONS: dict[type[ast.cmpop], str] = {
     ast.Eq: "==",
     ast.NotEq: "!=",
@@ -94,6 +95,10 @@ class SourceMap:
     op_sites: dict[int, tuple[OpSite, ...]] = field(default_factory=dict)
     """Every elementwise operator of a statement, in evaluation order."""
     statements: dict[int, ast.AST] = field(default_factory=dict)
+    counter_of: dict[int, int] = field(default_factory=dict)
+    """Statement → the statement whose hits pace it: its innermost enclosing loop's header,
+    else its function's ``def`` line (calls). Absent at module level outside loops."""
+    loop_headers: frozenset[int] = frozenset()
 
     def text(self, line: int) -> str:
         return self.lines[line - 1].rstrip("\n") if 0 < line <= len(self.lines) else ""
@@ -108,14 +113,18 @@ class SourceMap:
             elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
                 targets = [node.target]
             for target in targets:
-                if (on_self and (
-                    isinstance(target, ast.Attribute)
-                    and target.attr == name
-                    and isinstance(target.value, ast.Name)
-                    and target.value.id == "self"
-                )) or (not on_self and any(
-                    isinstance(n, ast.Name) and n.id == name for n in ast.walk(target)
-                )):
+                if (
+                    on_self
+                    and (
+                        isinstance(target, ast.Attribute)
+                        and target.attr == name
+                        and isinstance(target.value, ast.Name)
+                        and target.value.id == "self"
+                    )
+                ) or (
+                    not on_self
+                    and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(target))
+                ):
                     lines.append(line)
         return min(lines) if lines else None
 
@@ -298,6 +307,9 @@ def build_source_map(path: str, source: str) -> SourceMap:
                     elementwise[start] = elementwise.get(start, ()) + candidates
                 op_sites[start] = op_sites.get(start, ()) + _op_sites(node, source, parents)
         statements.setdefault(start, node)
+    counter_of: dict[int, int] = {}
+    _pace(tree.body, None, counter_of)
+    loop_headers = frozenset(line for line, node in statements.items() if isinstance(node, _LOOPS))
     return SourceMap(
         path=path,
         lines=lines,
@@ -306,7 +318,38 @@ def build_source_map(path: str, source: str) -> SourceMap:
         elementwise=elementwise,
         op_sites=op_sites,
         statements=statements,
+        counter_of=counter_of,
+        loop_headers=loop_headers,
     )
+
+
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+
+
+def _pace(body: list[ast.stmt], counter: int | None, out: dict[int, int]) -> None:
+    """Fill ``out`` with the counter statement of every statement in ``body`` (nested too)."""
+    for node in body:
+        if counter is not None:
+            out.setdefault(int(node.lineno), counter)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            _pace(node.body, int(node.lineno), out)
+        elif isinstance(node, ast.ClassDef):
+            _pace(node.body, None, out)  # a class body runs once, like module code
+        elif isinstance(node, _LOOPS):
+            _pace(node.body, int(node.lineno), out)
+            _pace(node.orelse, counter, out)
+        else:
+            for field_name in ("body", "orelse", "finalbody", "handlers", "cases"):
+                children = getattr(node, field_name, None)
+                if not isinstance(children, list):
+                    continue
+                for child in children:
+                    if isinstance(child, (ast.ExceptHandler, ast.match_case)):
+                        if isinstance(child, ast.ExceptHandler) and counter is not None:
+                            out.setdefault(int(child.lineno), counter)
+                        _pace(child.body, counter, out)
+                    elif isinstance(child, ast.stmt):
+                        _pace([child], counter, out)
 
 
 class SourceMaps:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from shapelens.present.markdown import hits_text
 from shapelens.present.shapes import dtype_text, shape_text
 from shapelens.trace import TracedLine, TracedVar
 
@@ -29,7 +30,7 @@ def var_label(var: TracedVar, sampled: bool = False) -> str:
     if var.requires_grad:
         parts.append("grad")
     if var.hits > 1:
-        parts.append(f"×{var.hits}" + ("+" if sampled else ""))
+        parts.append(hits_text(var.hits, sampled))
     return " ".join(p for p in parts if p)
 
 

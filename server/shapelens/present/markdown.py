@@ -5,8 +5,20 @@ from __future__ import annotations
 from shapelens.present.shapes import shape_text
 from shapelens.trace import TracedVar
 
+SAMPLED_NOTE = (
+    "_Hits estimated: once this line's values had stayed the same for its first hits, its"
+    " line events were switched off (and re-armed now and then to read the values again);"
+    " its count is extrapolated from its loop's header or its function's calls, which are"
+    " counted exactly (with `--sample N`, a lower bound)._"
+)
 
-def var_table(var: TracedVar, *, born: str | None = None) -> str:
+
+def hits_text(hits: int, sampled: bool) -> str:
+    """``×20000``, or ``×20000+`` when the count is an estimate (sampled line events)."""
+    return f"×{hits}" + ("+" if sampled else "")
+
+
+def var_table(var: TracedVar, *, born: str | None = None, sampled: bool = False) -> str:
     rows = [
         ("shape", shape_text(var.shape)),
         ("dtype", var.dtype or "—"),
@@ -15,7 +27,7 @@ def var_table(var: TracedVar, *, born: str | None = None) -> str:
     ]
     if var.grad_fn:
         rows.append(("grad_fn", var.grad_fn))
-    rows.append(("hits", str(var.hits)))
+    rows.append(("hits", f"≈{var.hits}" if sampled else str(var.hits)))
     if var.shape_varies:
         rows.append(("shapes seen", ", ".join(shape_text(s) for s in var.shapes)))
     for rank in var.ranks:  # distributed runs: each rank's own value
@@ -28,4 +40,5 @@ def var_table(var: TracedVar, *, born: str | None = None) -> str:
     body = "\n".join(f"| {key} | `{value}` |" for key, value in rows)
     if born:  # already markdown (it quotes the source line as code)
         body += f"\n| born | {born} |"
-    return f"**{var.name}** · `{var.type}`\n\n| | |\n|---|---|\n{body}"
+    note = f"\n\n{SAMPLED_NOTE}" if sampled else ""
+    return f"**{var.name}** · `{var.type}`\n\n| | |\n|---|---|\n{body}{note}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import json
 import os
 import select
@@ -23,9 +24,20 @@ MAX_REQUEST = 1 << 20
 FD_NAMES = ("stdout", "stderr", "channel", "control", "crash")
 
 
+TORCH_LAZY_MODULES = ("torch._dynamo", "torch.profiler._cupti_monitor", "torch.utils.data")
+"""What torch imports only when first used (``optimizer.step()`` pulls in ``torch._dynamo``:
+about 1 s): imported once here, not in every forked child. torch's own modules only."""
+
+
 def _preload() -> None:
-    with contextlib.suppress(ImportError):
+    try:
         import torch  # noqa: F401  (the point of a warm runner)
+    except ImportError:
+        pass
+    else:
+        for name in TORCH_LAZY_MODULES:
+            with contextlib.suppress(Exception):  # a torch build without one of them
+                importlib.import_module(name)
     import shapelens.runner.child  # noqa: F401
 
 

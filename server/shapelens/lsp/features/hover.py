@@ -36,10 +36,11 @@ def hover_for(
             v for v in traced.vars if v.name == word or v.name.startswith((word + "[", word + "."))
         ]
         born = f"line {bound_line + 1}: `{line_text(lines, bound_line).strip()}`"
-        sections += [var_table(v, born=born) for v in entries or [var]]
+        sections += [var_table(v, born=born, sampled=traced.sampled) for v in entries or [var]]
         findings_line = bound_line
     elif line in view.lines:
-        sections += [var_table(v) for v in view.lines[line].vars]
+        traced = view.lines[line]
+        sections += [var_table(v, sampled=traced.sampled) for v in traced.vars]
         findings_line = line
     else:
         return None

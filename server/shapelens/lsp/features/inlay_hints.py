@@ -93,7 +93,7 @@ def resolve_hint(
     if traced is not None:
         hint.tooltip = types.MarkupContent(
             kind=types.MarkupKind.Markdown,
-            value="\n\n".join(var_table(v) for v in traced.vars),
+            value="\n\n".join(var_table(v, sampled=traced.sampled) for v in traced.vars),
         )
     return hint
 

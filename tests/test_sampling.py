@@ -1,0 +1,91 @@
+"""Sampling in the default mode keeps the truth: hot loops read values on a schedule (both
+backends) and, on 3.12+, switch line events off and on again, yet every distinct shape is
+reported, the last batch is seen, and hit counts are exact or estimates that say so."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import line_of, run_cli
+
+torch = pytest.importorskip("torch")
+
+MONITORING = sys.version_info >= (3, 12)
+
+LOOPS = """
+import time
+import torch
+
+def step(x, w):
+    h = x @ w
+    return h.relu()
+
+def train(w, steps):
+    out = None
+    for i in range(steps):
+        rows = 4 if 1000 <= i < 1600 else 32
+        if rows == 4:
+            time.sleep(0.0005)  # a slow stretch: longer than a re-arm interval
+        x = torch.ones(rows, 8)
+        out = step(x, w)
+        if i % 10 == 0:
+            logged = out.sum()
+    return out
+
+def batches(n):
+    for i in range(n):
+        yield torch.zeros(32 if i < n - 1 else 8, 8)
+
+w = torch.ones(8, 3)
+result = train(w, 20_000)
+for batch in batches(5_000):
+    scaled = batch * 2
+"""
+
+
+def _shapes(run, main: Path, marker: str, name: str) -> list[list[int]]:  # type: ignore[no-untyped-def]
+    return run.var(main, line_of(main, marker), name)["shapes"]  # type: ignore[no-any-return]
+
+
+def test_every_distinct_shape_and_the_last_batch_are_reported(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = script(LOOPS)
+    run = run_cli("main.py", cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stderr
+    # The 600 iterations with 4 rows are read: densely on 3.11, at a re-arm on 3.12+.
+    assert sorted(_shapes(run, main, "x = torch.ones", "x")) == [[4, 8], [32, 8]]
+    assert sorted(_shapes(run, main, "h = x @ w", "h")) == [[4, 3], [32, 3]]
+    # The final, smaller batch of a module-level loop is seen when the loop ends.
+    assert run.var(main, line_of(main, "scaled ="), "scaled")["shapes"] == [[32, 8], [8, 8]]
+    assert run.var(main, line_of(main, "scaled ="), "scaled")["shape"] == [8, 8]
+
+
+def test_hit_counts_are_exact_or_marked_estimates(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = script(LOOPS)
+    run = run_cli("main.py", cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stderr
+    header = run.line(main, line_of(main, "for i in range(steps)"))
+    assert header is not None and not header.get("sampled")
+    assert header["hits"] in (20_000, 20_001)  # a loop header is always counted
+    body = run.line(main, line_of(main, "x = torch.ones"))
+    logged = run.line(main, line_of(main, "logged ="))
+    calls = run.line(main, line_of(main, "h = x @ w"))  # paced by step()'s calls
+    assert body is not None and logged is not None and calls is not None
+    for line, truth in ((body, 20_000), (logged, 2_000), (calls, 20_000)):
+        assert abs(line["hits"] - truth) <= truth * 0.02, line
+        assert bool(line.get("sampled")) == MONITORING, line  # estimates say so
+        assert abs(line["vars"][0]["hits"] - truth) <= truth * 0.02, line
+    label = f"×{body['hits']}+" if MONITORING else f"×{body['hits']}"
+    assert label in run.stderr
+
+
+def test_sample_mode_still_gives_lower_bounds(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    if not MONITORING:
+        pytest.skip("--sample switches line events off: sys.monitoring (3.12+)")
+    main = script(LOOPS)
+    run = run_cli("--sample", "50", "main.py", cwd=tmp_path, timeout=300)
+    assert run.returncode == 0, run.stderr
+    body = run.line(main, line_of(main, "x = torch.ones"))
+    assert body is not None and body["sampled"] and body["hits"] <= 20_000
