@@ -1,7 +1,8 @@
 """ShapeLens benchmark driver (stdlib only; run it with the project venv's python).
 
 Runs every workload under every tool, alternating tools within each round so that machine
-drift hits all of them alike, takes the median CPU time of each workload's hot section and
+drift hits all of them alike, takes the least CPU time of each workload's hot section (a
+busy machine only ever adds time) and
 prints one table of slowdowns against the untraced run. Also measures cold-start latency.
 Tool failures become "n/a"/"failed" cells with a one-line reason; the exit status is non-zero
 only when the harness itself breaks (the untraced baseline of a workload fails).
@@ -132,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3, help="rounds per tool (median taken)")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds per tool (least taken)")
     parser.add_argument(
         "--quick",
         action="store_true",
@@ -373,7 +374,7 @@ def _render(
         "",
         f"Machine: {_machine_line()}",
         "",
-        f"CPU time of each workload's hot section, median of {repeat} run(s), default settings"
+        f"CPU time of each workload's hot section, least of {repeat} run(s), default settings"
         " (findings on); traced columns: slowdown vs the same interpreter untraced (CPU s in"
         " parentheses). 3.11 traces with sys.settrace, 3.12+ with sys.monitoring."
         + (" QUICK MODE: loops shrunk 20x, a harness check only." if quick else ""),
@@ -385,7 +386,7 @@ def _render(
     for workload in workloads:
         for python in pythons:
             base_cell = cells.get((workload, python, "untraced"))
-            base = statistics.median(base_cell.samples) if base_cell and base_cell.samples else None
+            base = min(base_cell.samples) if base_cell and base_cell.samples else None
             row = [workload, python]
             for tool in tools:
                 cell = cells[workload, python, tool]
@@ -397,7 +398,7 @@ def _render(
                     row.append("failed")
                     notes.append(f"- {tool} on {workload} ({python}) failed: {cell.error}")
                 else:
-                    value = statistics.median(cell.samples)
+                    value = min(cell.samples)
                     if tool == "untraced":
                         row.append(f"{value:.3f} s")
                     elif base is None or base <= 0:

@@ -1,4 +1,4 @@
-"""Benchmark workload: a 3-layer MLP (hidden 64, ReLU, batch 32) trained 400 steps on a (32,32) batch, SGD + MSE."""
+"""Benchmark workload: a 3-layer MLP (hidden 64, ReLU), 400 SGD steps on a (32,32) batch."""
 
 from __future__ import annotations
 

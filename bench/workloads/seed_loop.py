@@ -1,4 +1,4 @@
-"""Benchmark workload: the seed's example-2 training loop (with its (4,4) broadcast), 1,000 steps."""
+"""Benchmark workload: the seed's example-2 training loop (its (4,4) broadcast), 1,000 steps."""
 
 from __future__ import annotations
 

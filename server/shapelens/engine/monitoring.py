@@ -114,12 +114,13 @@ class MonitoringTracer:
         mark_sampled = self.events.mark_sampled
         switch_off = self.events.switch_off if self.adaptive else None
         switch_on = self.events.switch_on
+        iterated = self.events.loop_iterated
         clock = time.monotonic
         rearm_at = [clock() + REARM_INTERVAL_S]
         generation = [0]  # how many re-arms so far
 
         def on_line(code: CodeType, line: int) -> Any:
-            info = codes.get(code)
+            info = codes.get(id(code))
             if info is None:
                 info = info_for(code)
                 if info is None:
@@ -133,10 +134,12 @@ class MonitoringTracer:
                 if line != statement or statement not in info.loop_headers:
                     return None
                 now = clock()
-                if now >= rearm_at[0]:  # time to look at the switched-off lines again
-                    rearm_at[0] = now + REARM_INTERVAL_S
-                    generation[0] += 1
-                    restart_events()
+                if now < rearm_at[0]:
+                    iterated(frame, info, statement)
+                    return None
+                rearm_at[0] = now + REARM_INTERVAL_S  # look at the switched-off lines again
+                generation[0] += 1
+                restart_events()
             off_since = info.switched_off.get(statement)
             if off_since is not None:
                 if off_since == generation[0]:
@@ -150,6 +153,7 @@ class MonitoringTracer:
             if (
                 switch_off is not None
                 and count > DENSE_HITS
+                and statement not in info.loop_headers
                 and switch_off(info, statement, count, generation[0])
             ):
                 return disable

@@ -61,10 +61,9 @@ class Tracer:
 
     # -- global trace functions ----------------------------------------------------------
     def _global(self, frame: FrameType, event: str, arg: Any) -> TraceFunction | None:
-        code = frame.f_code
-        info = self._codes.get(code, _MISSING)  # the hit path stays inline: every call event
+        info = self._codes.get(id(frame.f_code), _MISSING)  # inline: every call event
         if info is _MISSING:
-            info = self.events.info_for(code)
+            info = self.events.info_for(frame.f_code)
         if info is None:
             return None
         return self._enter(frame, info)  # type: ignore[arg-type]
