@@ -14,6 +14,7 @@ from types import FrameType
 from typing import Any
 
 from shapelens.engine.frame_events import NO_STATEMENT, CodeInfo, FrameEvents
+from shapelens.engine.untraced_imports import UntracedImports
 
 TraceFunction = Callable[[FrameType, str, Any], Any]
 
@@ -29,6 +30,9 @@ class Tracer:
         self._previous: Any = None
         self._previous_threading: Any = None
         self._installed: TraceFunction | None = None
+        self._imports = UntracedImports(
+            lambda path: events.scope.user_file(path) is not None, self._pause, self._resume
+        )
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -39,9 +43,17 @@ class Tracer:
         threading.settrace(installed)
         _settrace(installed)
         self.events.start_listening()
+        self._imports.install()
+
+    def _pause(self) -> None:
+        _settrace(self._previous)  # a chained tracer (debugpy) keeps tracing
+
+    def _resume(self) -> None:
+        _settrace(self._installed)
 
     def stop(self) -> None:
         """Restore the tracers that were there before, and detach from running frames."""
+        self._imports.remove()
         self.events.stop_listening()
         _settrace(self._previous)
         threading.settrace(self._previous_threading)

@@ -309,10 +309,17 @@ _HIDDEN_FILES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ru
 
 
 def _without_our_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
-    """Drop the runner's own frames, as python shows only the user's."""
-    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_HIDDEN_FILES):
+    """Drop ShapeLens's own frames (the runner's, the import wrapper's), as python shows only
+    the user's."""
+    kept: list[types.TracebackType] = []
+    while tb is not None:
+        if not tb.tb_frame.f_code.co_filename.startswith(_HIDDEN_FILES):
+            kept.append(tb)
         tb = tb.tb_next
-    return tb
+    rebuilt: types.TracebackType | None = None
+    for entry in reversed(kept):
+        rebuilt = types.TracebackType(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
+    return rebuilt
 
 
 def _exit_code(err: SystemExit) -> int:

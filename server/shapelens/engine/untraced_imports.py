@@ -1,0 +1,88 @@
+"""Imports of library modules run untraced (the ``sys.settrace`` backend).
+
+Under ``sys.settrace`` every Python call is a call event, and ``import torch`` makes about a
+million of them: traced, it takes twice as long, though none of that code is the user's.
+While installed, an ``import`` statement that loads a module outside user code runs with
+the tracer paused; user modules (and anything already imported) import as usual.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib.machinery
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+class UntracedImports:
+    """Wraps ``builtins.__import__`` to pause tracing around imports of library modules."""
+
+    def __init__(
+        self,
+        is_user_file: Callable[[str], bool],
+        pause: Callable[[], None],
+        resume: Callable[[], None],
+    ) -> None:
+        self._is_user_file = is_user_file
+        self._pause = pause
+        self._resume = resume
+        self._original: Callable[..., Any] | None = None
+        self._paused = 0
+
+    def install(self) -> None:
+        self._original = builtins.__import__
+        builtins.__import__ = self._import
+
+    def remove(self) -> None:
+        """Put the original back; if someone wrapped ours since, ours just passes through."""
+        original, self._original = self._original, None
+        if original is not None and builtins.__import__ == self._import:
+            builtins.__import__ = original
+
+    def _import(
+        self,
+        name: str,
+        globals: Mapping[str, Any] | None = None,  # __import__'s own parameter names
+        locals: Mapping[str, Any] | None = None,
+        fromlist: Any = (),
+        level: int = 0,
+    ) -> Any:
+        original = self._original or _builtin_import
+        if self._original is None or self._paused or (level == 0 and name in sys.modules):
+            return original(name, globals, locals, fromlist, level)
+        if self._loads_user_code(name, globals, level):
+            return original(name, globals, locals, fromlist, level)
+        self._paused += 1
+        self._pause()
+        try:
+            return original(name, globals, locals, fromlist, level)
+        finally:
+            self._paused -= 1
+            if not self._paused:
+                self._resume()
+
+    def _loads_user_code(self, name: str, globals: Mapping[str, Any] | None, level: int) -> bool:
+        """Whether the module's package is user code (unknown origins count as user code)."""
+        if level:  # a relative import: inside the importing module's own package
+            package = (globals or {}).get("__package__") or ""
+            top = package.partition(".")[0]
+        else:
+            top = name.partition(".")[0]
+        module = sys.modules.get(top)
+        if module is not None:
+            origin = getattr(module, "__file__", None)
+        else:
+            try:
+                spec = importlib.machinery.PathFinder.find_spec(top)
+            except (ImportError, ValueError):
+                return True
+            if spec is None:  # a builtin, or found by another finder (editable installs)
+                return top not in sys.builtin_module_names
+            origin = spec.origin
+        if not origin or origin in ("built-in", "frozen"):
+            return False
+        return self._is_user_file(origin)
+
+
+_builtin_import = builtins.__import__

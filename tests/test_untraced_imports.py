@@ -1,0 +1,77 @@
+"""Library imports run untraced under sys.settrace (``import torch`` would take twice as
+long), while user modules are traced as before and tracebacks show only the user's frames."""
+
+from __future__ import annotations
+
+import builtins
+import os
+from pathlib import Path
+
+import pytest
+
+from shapelens.engine.findings import FindingsConfig
+from shapelens.engine.frame_events import FrameEvents
+from shapelens.engine.recorder import Recorder
+from shapelens.engine.scope import ScopeConfig, UserCodeScope
+from shapelens.engine.tracer import Tracer
+
+from conftest import line_of, run_cli
+
+torch = pytest.importorskip("torch")
+
+
+def test_user_modules_are_traced_and_library_imports_are_not(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    helpers = script(
+        """
+        import torch
+        SCALE = torch.ones(3)
+        def double(x):
+            y = x * 2
+            return y
+        """,
+        name="pkg/helpers.py",
+    )
+    script("", name="pkg/__init__.py")
+    main = script(
+        """
+        import json
+        import torch
+        from pkg import helpers
+        from pkg.helpers import double
+        out = double(helpers.SCALE)
+        """
+    )
+    run = run_cli("--backend", "settrace", "main.py", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.var(helpers, line_of(helpers, "SCALE ="), "SCALE")["shape"] == [3]
+    assert run.var(helpers, line_of(helpers, "y = x * 2"), "y")["shape"] == [3]
+    assert run.var(main, line_of(main, "out ="), "out")["shape"] == [3]
+    traced_files = {entry["file"] for entry in run.trace["lines"]}  # type: ignore[index]
+    assert {os.path.realpath(helpers), os.path.realpath(main)} <= traced_files
+    assert all(f.startswith(os.path.realpath(tmp_path)) for f in traced_files)  # no torch
+
+
+def test_a_failing_import_shows_only_the_users_frames(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = script("import torch\nimport no_such_module_here\n")
+    run = run_cli("--backend", "settrace", "main.py", cwd=tmp_path)
+    assert run.returncode == 1
+    assert run.trace is not None and run.trace["status"] == "exception"
+    assert run.trace["exception"]["line"] == line_of(main, "import no_such_module_here")
+    assert "ModuleNotFoundError: No module named 'no_such_module_here'" in run.stderr
+    assert "shapelens" not in run.stderr.split("Traceback")[1].split("ModuleNotFoundError")[0]
+
+
+def test_the_import_function_is_restored_also_on_error(tmp_path: Path) -> None:
+    original = builtins.__import__
+    events = FrameEvents(
+        scope=UserCodeScope(ScopeConfig(root=str(tmp_path))),
+        recorder=Recorder(),
+        findings=FindingsConfig(),
+    )
+    tracer = Tracer(events)
+    with pytest.raises(ZeroDivisionError), tracer:
+        assert builtins.__import__ is not original
+        import colorsys  # noqa: F401  (a library import while tracing)
+
+        _ = 1 / 0
+    assert builtins.__import__ is original
