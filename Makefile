@@ -57,7 +57,9 @@ pytest-other-pythons:
 bench: install
 	bench/setup_anchors.sh
 	$(PY) bench/run_bench.py
-	$(PY) bench/lsp_latency.py --out bench/results/latest.md
+	for python in $(VENV)/bin/python .venv312/bin/python .venv313/bin/python; do \
+	  if [ -x $$python ]; then $(PY) bench/lsp_latency.py --python $$python --out bench/results/latest.md || exit 1; fi; \
+	done
 	$(PY) bench/scale.py --out bench/results/latest.md
 	$(PY) bench/distributed.py --out bench/results/latest.md
 	$(PY) bench/corpus.py --out bench/results/latest.md

@@ -40,15 +40,16 @@ SCRIPTS = {
     "torch script": "import torch\nx = torch.ones(4, 2)\ny = x @ x.T\n",
     "the seed's 10-step training loop": SEED_TRAINING,
 }
+FORK_SERVER_READY_S = 10.0  # time for the fork server to import torch on a busy 2-core machine
 WARM_TARGET_S = 0.3  # issue 14: a warm run -> hints
 COLD_TARGET_S = 0.5  # issue 14: a cold run -> hints, over the script's own untraced time
 
 
-async def measure(source: str, folder: Path, repeat: int) -> list[float]:
+async def measure(python: str, source: str, folder: Path, repeat: int) -> list[float]:
     client = LanguageClient("shapelens-bench", "1")
     for method in (types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, "shapelens/traceUpdated"):
         client.feature(method)(lambda *_: None)  # received, not needed here
-    await client.start_io(sys.executable, "-m", "shapelens", "lsp")
+    await client.start_io(python, "-m", "shapelens", "lsp")
     await client.initialize_async(
         types.InitializeParams(capabilities=types.ClientCapabilities(), root_uri=folder.as_uri())
     )
@@ -64,7 +65,9 @@ async def measure(source: str, folder: Path, repeat: int) -> list[float]:
         )
     )
     timings = []
-    for _ in range(repeat + 2):  # the first is cold; give the fork server a run to get ready
+    for index in range(repeat + 1):  # the first is cold, the others warm
+        if index == 1:  # the fork server started with the cold run: let it import torch
+            await asyncio.sleep(FORK_SERVER_READY_S)
         start = time.perf_counter()
         await client.workspace_execute_command_async(
             types.ExecuteCommandParams(command="shapelens.run", arguments=[{"uri": uri}])
@@ -83,22 +86,28 @@ async def measure(source: str, folder: Path, repeat: int) -> list[float]:
     return timings
 
 
-def _untraced_wall(source: str, folder: Path, repeat: int) -> float:
+def _untraced_wall(python: str, source: str, folder: Path, repeat: int) -> float:
     """Median wall time of ``python script.py`` (a fresh interpreter, like a cold run)."""
     script = folder / "untraced.py"
     script.write_text(source)
     timings = []
     for _ in range(repeat):
         start = time.perf_counter()
-        subprocess.run([sys.executable, str(script)], check=True, capture_output=True)
+        subprocess.run([python, str(script)], check=True, capture_output=True)
         timings.append(time.perf_counter() - start)
     return statistics.median(timings)
+
+
+def _version(python: str) -> str:
+    done = subprocess.run([python, "--version"], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--python", default=sys.executable, help="interpreter of the server")
     options = parser.parse_args()
     rows = [
         "| script | untraced (`python script.py`, s) | cold (first run, s) | cold − untraced"
@@ -107,8 +116,8 @@ def main() -> int:
     ]
     with tempfile.TemporaryDirectory() as tmp:
         for name, source in SCRIPTS.items():
-            untraced = _untraced_wall(source, Path(tmp), options.repeat)
-            timings = asyncio.run(measure(source, Path(tmp), options.repeat))
+            untraced = _untraced_wall(options.python, source, Path(tmp), options.repeat)
+            timings = asyncio.run(measure(options.python, source, Path(tmp), options.repeat))
             warm = statistics.median(timings[-options.repeat :])
             rows.append(
                 f"| {name} | {untraced:.2f} | {timings[0]:.2f} | {timings[0] - untraced:+.2f} |"
@@ -116,10 +125,10 @@ def main() -> int:
             )
     emit(
         [
-            "Language server latency (Python"
-            f" {'.'.join(map(str, sys.version_info[:3]))}): `shapelens.run` until inlay hints"
-            " arrive. Cold: the server's first run (a new interpreter imports torch; it also"
-            " starts the fork server). Warm: later runs, forked from the fork server.",
+            f"Language server latency ({_version(options.python)}): `shapelens.run` until"
+            " inlay hints arrive. Cold: the server's first run (a new interpreter imports"
+            " torch; it also starts the fork server). Warm: later runs, forked from the fork"
+            " server.",
             "",
             *rows,
         ],

@@ -49,7 +49,16 @@ class Tracer:
         _settrace(self._previous)  # a chained tracer (debugpy) keeps tracing
 
     def _resume(self) -> None:
-        _settrace(self._installed)
+        if self._installed is not None:  # not after forked()
+            _settrace(self._installed)
+
+    def forked(self) -> None:
+        """In a forked child of user code: tracing is off there for good (an import must not
+        resume it), and the import function is the original again."""
+        self._installed = None
+        self._imports.remove()
+        _settrace(None)
+        threading.settrace(None)
 
     def stop(self) -> None:
         """Restore the tracers that were there before, and detach from running frames."""

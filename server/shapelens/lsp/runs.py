@@ -6,6 +6,7 @@ never imports the server, so the server can own a :class:`RunManager`."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import threading
@@ -123,8 +124,15 @@ class RunManager:
         self._active: dict[str, _ActiveRun] = {}
         self._warm: WarmRunner | None = None
 
+    def ready_warm_runner(self, python: str, env: dict[str, str]) -> WarmRunner | None:
+        """The fork server for ``python`` when there is one already (it may be starting)."""
+        if self._warm is not None and self._warm.suits(python, env):
+            return self._warm
+        return None
+
     def warm_runner(self, python: str, env: dict[str, str]) -> WarmRunner:
-        """The fork server for ``python``, started on the first run (which runs cold)."""
+        """The fork server for ``python``, started after the first run (which runs cold:
+        started with it, its ``import torch`` would slow the first run down)."""
         if self._warm is not None and not self._warm.suits(python, env):
             self._warm.close()
             self._warm = None
@@ -195,9 +203,10 @@ class RunManager:
 
         sources: dict[str, tuple[str, ...]] = {params.path: script_source}
         try:
-            warm = self.warm_runner(resolve_python(request.python), dict(request.env or {}))
-        except (OSError, UsageError):
-            warm = None  # no fork server: this run starts cold (and reports a bad interpreter)
+            python = resolve_python(request.python)
+        except UsageError:
+            python = None  # the run reports the bad interpreter
+        warm = None if python is None else self.ready_warm_runner(python, dict(request.env or {}))
 
         def publish(trace: Trace) -> None:
             for path in trace.files:
@@ -232,6 +241,10 @@ class RunManager:
         except UsageError as err:
             self._end_progress(token, str(err))
             return self._fail(str(err))
+        finally:
+            if python is not None and warm is None:
+                with contextlib.suppress(OSError):  # the next run forks from it when ready
+                    self.warm_runner(python, dict(request.env or {}))
         output.flush()
         trace = result.trace
         if result.error is not None:

@@ -130,6 +130,8 @@ class ChildRun:
         if isinstance(self.engine, MonitoringTracer):
             with contextlib.suppress(Exception):
                 self.engine.stop()
+        else:
+            self.engine.forked()
         # faulthandler writes into the crash pipe: a reused descriptor number must not get it.
         faulthandler.disable()
         config = self.config
