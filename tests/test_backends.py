@@ -64,9 +64,12 @@ def _same_hits(estimated: Any, exact: Any) -> Any:
     """``estimated`` with each "≈N" replaced by the exact count it estimates, when close."""
     if isinstance(estimated, str) and estimated.startswith("≈") and isinstance(exact, int):
         return exact if abs(int(estimated[1:]) - exact) <= max(1, exact * 0.02) else estimated
-    if isinstance(estimated, (list, tuple)) and isinstance(exact, (list, tuple)):
-        if len(estimated) == len(exact):
-            return type(estimated)(_same_hits(a, b) for a, b in zip(estimated, exact, strict=True))
+    if (
+        isinstance(estimated, (list, tuple))
+        and isinstance(exact, (list, tuple))
+        and len(estimated) == len(exact)
+    ):
+        return type(estimated)(_same_hits(a, b) for a, b in zip(estimated, exact, strict=True))
     if isinstance(estimated, dict) and isinstance(exact, dict):
         return {k: _same_hits(v, exact.get(k)) for k, v in estimated.items()}
     return estimated

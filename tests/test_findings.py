@@ -251,7 +251,10 @@ def test_errors_name_operands_modules_and_birth_lines(script, tmp_path: Path) ->
         "line": line_of(model, "self.fc ="),
     }
     assert (x["name"], x["shape"], x["file"], x["line"]) == (
-        "x", [48, 48], str(main), line_of(main, "x = torch.randn"),
+        "x",
+        [48, 48],
+        str(main),
+        line_of(main, "x = torch.randn"),
     )
     assert "mat1 and mat2 shapes cannot be multiplied" in shape["error"]
     assert "in_features=96" in shape["message"]

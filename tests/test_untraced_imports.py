@@ -4,6 +4,7 @@ long), while user modules are traced as before and tracebacks show only the user
 from __future__ import annotations
 
 import builtins
+import importlib
 import os
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def test_a_failing_import_shows_only_the_users_frames(script, tmp_path: Path) ->
 
 
 def test_the_import_function_is_restored_also_on_error(tmp_path: Path) -> None:
-    original = builtins.__import__
+    original, import_module = builtins.__import__, importlib.import_module
     events = FrameEvents(
         scope=UserCodeScope(ScopeConfig(root=str(tmp_path))),
         recorder=Recorder(),
@@ -71,7 +72,11 @@ def test_the_import_function_is_restored_also_on_error(tmp_path: Path) -> None:
     tracer = Tracer(events)
     with pytest.raises(ZeroDivisionError), tracer:
         assert builtins.__import__ is not original
+        assert importlib.import_module is not import_module
         import colorsys  # noqa: F401  (a library import while tracing)
+
+        importlib.import_module("json.tool")
 
         _ = 1 / 0
     assert builtins.__import__ is original
+    assert importlib.import_module is import_module

@@ -222,6 +222,7 @@ def _message(item: dict[str, Any]) -> str:
     except (KeyError, TypeError, ValueError):
         return str(item.get("kind", "?"))
 
+
 def _describe_exception(trace: dict[str, Any]) -> str | None:
     exception = trace.get("exception")
     if not isinstance(exception, dict):

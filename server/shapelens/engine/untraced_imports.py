@@ -2,13 +2,15 @@
 
 Under ``sys.settrace`` every Python call is a call event, and ``import torch`` makes about a
 million of them: traced, it takes twice as long, though none of that code is the user's.
-While installed, an ``import`` statement that loads a module outside user code runs with
-the tracer paused; user modules (and anything already imported) import as usual.
+While installed, an ``import`` statement (or ``importlib.import_module``, which torch's lazy
+submodules use) that loads a module outside user code runs with the tracer paused; user
+modules (and anything already imported) import as usual.
 """
 
 from __future__ import annotations
 
 import builtins
+import importlib
 import importlib.machinery
 import sys
 from collections.abc import Callable, Mapping
@@ -28,17 +30,31 @@ class UntracedImports:
         self._pause = pause
         self._resume = resume
         self._original: Callable[..., Any] | None = None
+        self._original_import_module: Callable[..., Any] = importlib.import_module
         self._paused = 0
 
     def install(self) -> None:
         self._original = builtins.__import__
+        self._original_import_module = importlib.import_module
         builtins.__import__ = self._import
+        importlib.import_module = self._import_module  # torch's lazy submodules use it
 
     def remove(self) -> None:
-        """Put the original back; if someone wrapped ours since, ours just passes through."""
+        """Put the originals back; if someone wrapped ours since, ours just pass through."""
         original, self._original = self._original, None
         if original is not None and builtins.__import__ == self._import:
             builtins.__import__ = original
+        if importlib.import_module == self._import_module:
+            importlib.import_module = self._original_import_module
+
+    def _import_module(self, name: str, package: str | None = None) -> Any:
+        original = self._original_import_module
+        if self._original is None or self._paused or name in sys.modules:
+            return original(name, package)
+        level = len(name) - len(name.lstrip("."))
+        if self._loads_user_code(name, {"__package__": package}, level):
+            return original(name, package)
+        return self._untraced(original, name, package)
 
     def _import(
         self,
@@ -53,10 +69,13 @@ class UntracedImports:
             return original(name, globals, locals, fromlist, level)
         if self._loads_user_code(name, globals, level):
             return original(name, globals, locals, fromlist, level)
+        return self._untraced(original, name, globals, locals, fromlist, level)
+
+    def _untraced(self, function: Callable[..., Any], *args: Any) -> Any:
         self._paused += 1
         self._pause()
         try:
-            return original(name, globals, locals, fromlist, level)
+            return function(*args)
         finally:
             self._paused -= 1
             if not self._paused:
