@@ -169,6 +169,7 @@ class FrameEvents:
             stores = info.stores
             if previous in stores:
                 hit = hits.get(previous, 0)
+                # _read's unread branch, inline: this runs on nearly every line event.
                 if hit < info.capture_at.get(previous, 0):  # not sampled: only count it
                     table = info.stats.get(previous)
                     if table:
@@ -197,9 +198,8 @@ class FrameEvents:
 
     def _iteration_hook(self) -> Callable[[FrameType, CodeInfo, int], None]:
         """``loop_iterated(frame, info, header)``: the loop ``header`` ran again right after
-        itself (its body's line events are switched off): count the hit, read what the header
-        stored (the loop variable) when this hit is sampled. The hottest path of a switched-off
-        loop, so inline like ``statement_started``."""
+        itself (its body's line events are switched off): count the hit, and let ``_read``
+        read or count what the header stored (the loop variable) on its last hit."""
         read = self._read
 
         def loop_iterated(frame: FrameType, info: CodeInfo, header: int) -> None:
@@ -207,16 +207,7 @@ class FrameEvents:
             hit = hits.get(header, 0)
             hits[header] = hit + 1
             names = info.stores.get(header)
-            if names is None:
-                return
-            if hit < info.capture_at.get(header, 0):  # the last iteration's store: unread
-                table = info.stats.get(header)
-                if table:
-                    for name, stats in table.items():
-                        if name[0] != "<":
-                            stats.hits += 1
-                info.stale.add(header)
-            else:
+            if names is not None:
                 read(frame, info, header, names, hit)
 
         return loop_iterated
