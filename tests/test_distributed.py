@@ -190,6 +190,15 @@ while True:
         sys.stdout.flush()
 """
 
+# Rank 1 holds the GIL in C (a backtracking regex, ~1 s a call) from its first hit of
+# ``grad =`` on: its flusher can answer a stop only a call later, after rank 0 has answered.
+STALLING_LOOP = LOOP.replace(
+    "    step += 1\n",
+    "    step += 1\n"
+    "    while rank == 1 and step > 1000:\n"
+    "        __import__('re').match(r'(a+)+$', 'a' * 24 + 'b')\n",
+)
+
 
 def _alive(pid: int) -> bool:
     try:
@@ -280,7 +289,7 @@ def test_timeout_stops_every_rank_and_keeps_the_trace(script, tmp_path: Path) ->
 async def test_language_server_cancels_ranks(lsp) -> None:  # type: ignore[no-untyped-def]
     from lsprotocol import types
 
-    path, uri = lsp.write("loop.py", LOOP)
+    path, uri = lsp.write("loop.py", STALLING_LOOP)
     lsp.open(path)
     run = asyncio.ensure_future(lsp.run(uri, nprocPerNode=2))
 

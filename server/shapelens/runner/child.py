@@ -39,8 +39,10 @@ from shapelens.trace import messages
 class ChildRun:
     """One traced run inside the child: set-up, execution, flushing, and the end record."""
 
-    def __init__(self, config: ChildConfig) -> None:
+    def __init__(self, config: ChildConfig, on_stopped: Callable[[], None] | None = None) -> None:
+        """``on_stopped`` runs after the last flush a "stop" asked for (a rank's ack)."""
         self.config = config
+        self._on_stopped = on_stopped
         self._real_exit: Callable[[int], NoReturn] = os._exit
         self.writer = FrameWriter(config.channel_fd)
         self.recorder = Recorder()
@@ -113,6 +115,8 @@ class ChildRun:
                 if b"stop" in request:
                     self.flush()
                     self.writer.send(messages.stopped())
+                    if self._on_stopped is not None:
+                        self._on_stopped()
                     continue
             try:
                 self.flush()

@@ -48,6 +48,8 @@ _RANK_FILE = re.compile(r"^shapelens-(?P<run>.+)-node(?P<node>\d+)-rank(?P<rank>
 STOP_WAIT_S = 10.0
 """After a stop, how long torchrun may take to notice its workers ended (its monitor interval
 is 0.1 s since torch 2.3, 5 s before) before we kill it."""
+STOP_ACK_WAIT_S = 5.0
+"""How long a stop waits for every rank's last flush before it ends them all."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -196,7 +198,15 @@ def _stop(process: subprocess.Popen[bytes], controls: list[int], private: str) -
             os.unlink(os.path.join(private, name))
     for fd in controls:
         with contextlib.suppress(OSError):
-            os.write(fd, b"stop\n")  # read before the EOF that follows: flush, then die
+            os.write(fd, b"stop\n")  # flush, acknowledge; the EOF that follows ends the rank
+    # Every rank flushes before any ends: torchrun SIGTERMs the others when one ends.
+    acks = [os.path.join(private, f"stopped-{local_rank}") for local_rank in range(len(controls))]
+    deadline = time.monotonic() + STOP_ACK_WAIT_S
+    while not all(map(os.path.exists, acks)) and process.poll() is None:
+        if time.monotonic() >= deadline:  # a rank that ended already never acknowledges
+            break
+        time.sleep(0.02)  # a file is the only ack a rank torchrun started can give us
+    for fd in controls:
         os.close(fd)
     controls.clear()
     try:

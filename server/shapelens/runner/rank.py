@@ -18,7 +18,8 @@ from shapelens.runner.contract import ChildConfig  # noqa: E402
 
 sys.path[0] = ""
 directory, run_id, control_dir, config_json = sys.argv[1:5]
-fifo = os.path.join(control_dir, f"control-{os.environ.get('LOCAL_RANK', '0')}")
+local_rank = os.environ.get("LOCAL_RANK", "0")
+fifo = os.path.join(control_dir, f"control-{local_rank}")
 try:
     # Non-blocking: opening a FIFO for reading waits for a writer otherwise.
     control = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
@@ -34,4 +35,12 @@ config = ChildConfig.from_json(config_json).with_fds(
     control=control,
     crash=os.open(stem + ".crash", flags, 0o644),
 )
-ChildRun(config).run()
+
+
+def acknowledge_stop() -> None:
+    """Tell the launcher this rank's results are written: only then may ranks end (one that
+    ends first makes torchrun SIGTERM the others, maybe before their last flush)."""
+    os.close(os.open(os.path.join(control_dir, f"stopped-{local_rank}"), os.O_CREAT, 0o600))
+
+
+ChildRun(config, on_stopped=acknowledge_stop).run()
