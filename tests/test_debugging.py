@@ -139,3 +139,81 @@ def test_inline_helper_on_tensors_meta_and_containers() -> None:
         "batch['image']": "(2,3) f16 cpu",
         "pair[0]": "(2,) i64 cpu",
     }
+
+
+TENSORS = """
+import dataclasses
+import numpy as np
+import torch
+
+@dataclasses.dataclass
+class Batch:
+    x: torch.Tensor
+    y: torch.Tensor
+
+x = torch.zeros(5, 3, requires_grad=True)
+array = np.zeros((4, 3))
+batch = {"image": torch.zeros(2, 3, dtype=torch.float16), "label": torch.ones(2, dtype=torch.int64)}
+held = Batch(torch.zeros(8, 2), torch.zeros(8))
+model = torch.nn.Linear(3, 1)
+print("paused here")
+"""
+
+
+def _variables(client: DapClient, reference: int) -> dict[str, dict[str, Any]]:
+    found = client.request("variables", {"variablesReference": reference})["variables"]
+    return {v["name"]: v for v in found}
+
+
+def test_variables_watch_and_hover_show_tensors_by_shape(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    process, client, script = start_debug_run(tmp_path, TENSORS)
+    try:
+        attach(client, script, [line_of(script, "print(")])
+        event = client.event("stopped")
+        thread = event["body"]["threadId"]
+        frame = client.request("stackTrace", {"threadId": thread})["stackFrames"][0]
+        [scope, *_] = client.request("scopes", {"frameId": frame["id"]})["scopes"]
+        assert scope["name"] == "Locals"
+        local = _variables(client, scope["variablesReference"])
+        assert local["x"]["value"] == "Tensor (5,3) f32 cpu grad"
+        assert local["array"]["value"] == "ndarray (4,3) f64 cpu"
+        assert local["batch"]["value"] == "dict {'image': (2,3) f16 cpu, 'label': (2,) i64 cpu}"
+        assert local["held"]["value"] == "Batch(x=(8,2) f32 cpu, y=(8,) f32 cpu)"
+        assert local["model"]["value"] == (
+            "Linear · 4 params · weight (1,3) f32 cpu grad, bias (1,) f32 cpu grad"
+        )
+        for name in ("x", "array", "batch", "held", "model"):
+            assert "tensor(" not in local[name]["value"] and "array(" not in local[name]["value"]
+
+        # Expanded: metadata first; values only when "values" is expanded.
+        expanded = _variables(client, local["x"]["variablesReference"])
+        assert list(expanded)[:8] == ["shape", "dtype", "device", "requires_grad", "grad_fn",
+                                      "stride", "is_contiguous", "nbytes"]  # fmt: skip
+        assert expanded["shape"]["value"] == "(5, 3)"
+        assert expanded["stride"]["value"] == "(3, 1)"
+        assert expanded["nbytes"]["value"] == "60"
+        assert expanded["shape"]["evaluateName"] == "x.shape"
+        values = expanded["values"]
+        assert values["value"] == "expand to read all values"
+        preview = _variables(client, values["variablesReference"])
+        assert [preview[f"[{i}]"]["value"] for i in range(15)] == ["0.0"] * 15
+        entries = _variables(client, local["batch"]["variablesReference"])
+        assert entries["'image'"]["value"] == "Tensor (2,3) f16 cpu"
+
+        # Hover and Watch evaluate the same way.
+        for context in ("hover", "watch", "repl"):
+            result = client.request(
+                "evaluate", {"expression": "x", "frameId": frame["id"], "context": context}
+            )
+            assert result["result"] == "Tensor (5,3) f32 cpu grad", context
+        hover = client.request(
+            "evaluate", {"expression": "model.weight", "frameId": frame["id"], "context": "hover"}
+        )
+        assert hover["result"] == "Parameter (1,3) f32 cpu grad"
+        client.request("continue", {"threadId": thread})
+        client.event("terminated", "exited")
+    finally:
+        client.close()
+        process.communicate(timeout=60)
+    assert process.returncode == 0

@@ -24,6 +24,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import NoReturn
 
+from shapelens.debug import PYDEVD_PLUGIN_ROOT
 from shapelens.engine.frame_events import FrameEvents
 from shapelens.engine.monitoring import MonitoringTracer
 from shapelens.engine.recorder import Recorder
@@ -198,7 +199,13 @@ class ChildRun:
                 import debugpy
         except ImportError:
             self.fail("debugging needs debugpy in the interpreter that runs the script")
-        host, port = debugpy.listen(("127.0.0.1", 0))
+        # pydevd reads its plugins' folders from sys.path when it loads: ours shows tensors by
+        # shape. Only while it loads: the user's sys.path is theirs.
+        sys.path.append(PYDEVD_PLUGIN_ROOT)
+        try:
+            host, port = debugpy.listen(("127.0.0.1", 0))
+        finally:
+            sys.path.remove(PYDEVD_PLUGIN_ROOT)
         self.writer.send(messages.debug(host=host, port=port))
         debugpy.wait_for_client()
 
