@@ -167,3 +167,35 @@ async def test_warm_runner_forks_fresh_children(lsp: LspSession) -> None:
     helper.write_text("import numpy as np\nSIZE = 5\n")
     assert await run_and_parent() != cold_parent
     assert (await lsp.hints(uri))[4] == "v (5,) f64 cpu"
+
+
+LAUNCHED = """
+import argparse
+import os
+import numpy as np
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--rows", type=int)
+args = parser.parse_args()
+width = int(os.environ["WIDTH"])
+batch = np.zeros((args.rows, width))
+"""
+
+
+async def test_a_launch_configuration_runs_with_its_args_env_and_module(lsp: LspSession) -> None:
+    """What a `shapelens` launch configuration sends (Ctrl+F5, Run File with its arguments):
+    args and env reach the program, as a file or as a module."""
+    path, uri = lsp.write("pkg/train.py", LAUNCHED)
+    (lsp.root / "pkg" / "__init__.py").write_text("")
+    lsp.open(path)
+    result = await lsp.run(uri, args=["--rows", "3"], env={"WIDTH": "7"})
+    assert result["status"] == "ok", result
+    assert (await lsp.hints(uri))[line_of(path, "batch =") - 1].startswith("batch (3,7) f64")
+    result = await lsp.run(
+        uri, module="pkg.train", args=["--rows", "5"], env={"WIDTH": "2"}, cwd=str(lsp.root)
+    )
+    assert result["status"] == "ok", result
+    assert (await lsp.hints(uri))[line_of(path, "batch =") - 1].startswith("batch (5,2) f64")
+    for bad, message in (({"env": {"WIDTH": 7}}, "env must map"), ({"module": ""}, "module")):
+        result = await lsp.run(uri, **bad)
+        assert result["status"] == "error" and message in result["message"], result

@@ -45,6 +45,10 @@ class RunParams:
     """The client attaches on ``shapelens/debugListening`` itself: no message to the user."""
     nproc_per_node: int | None = None
     """Run under torchrun with this many processes, every rank traced."""
+    module: str | None = None
+    """Run this module (``python -m``) instead of the file; the file owns the results."""
+    env: tuple[tuple[str, str], ...] = ()
+    """Variables set for this run, over the server's environment and ``shapelens.env``."""
 
 
 class InvalidRunParams(ValueError):
@@ -74,6 +78,14 @@ def parse_run_params(raw: Any) -> RunParams:
         raise InvalidRunParams("nprocPerNode must be a positive integer")
     if not all(isinstance(flag, bool) for flag in (progress, debug, client_attaches)):
         raise InvalidRunParams("progress, debug and clientAttaches must be true or false")
+    module = raw.get("module")
+    if module is not None and (not isinstance(module, str) or not module.strip()):
+        raise InvalidRunParams("module must be a module name such as package.train")
+    env = raw.get("env", {})
+    if not isinstance(env, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
+    ):
+        raise InvalidRunParams("env must map names to strings")
     return RunParams(
         uri=raw["uri"],
         path=path,
@@ -84,6 +96,8 @@ def parse_run_params(raw: Any) -> RunParams:
         debug=debug,
         client_attaches=client_attaches,
         nproc_per_node=nproc,
+        module=module.strip() if module else None,
+        env=tuple(env.items()),
     )
 
 
@@ -167,13 +181,14 @@ class RunManager:
     async def _run(self, params: RunParams, active: _ActiveRun) -> dict[str, Any]:
         server = self.host
         settings = server.settings
-        name = os.path.basename(params.path)
+        name = f"-m {params.module}" if params.module else os.path.basename(params.path)
         request = RunRequest(
-            target=params.path,
+            target=params.module or params.path,
+            module=params.module is not None,
             args=params.args,
             cwd=params.cwd or _working_directory(server, params.path),
             python=settings.interpreter or _default_python(),
-            env={**os.environ, **settings.extra_env},
+            env={**os.environ, **settings.extra_env, **dict(params.env)},
             functions=(params.function,) if params.function else (),
             timeout_s=settings.timeout_s,
             capture_output=True,
