@@ -35,6 +35,7 @@ import {
   waitForEditor,
   waitForLines,
   waitForProblem,
+  variableRows,
 } from './lib/workbench.mjs';
 
 const FILE = 'seed_linear_fit.py';
@@ -49,7 +50,38 @@ const DEBUG_FILE_TITLE = 'ShapeLens: Debug File';
  * (server/shapelens/runner/_bootstrap.py; debug runs always start it cold, never forked). */
 const TRACED_CHILD = 'shapelens/runner/_bootstrap.py';
 const CLEAR_TITLE = 'ShapeLens: Clear';
+const LAUNCHED_FILE = 'launched.py';
+const LAUNCHED_LINE = 'batch = torch.zeros(args.rows, width)';
+/** A program that needs its launch configuration's args and env (.vscode/launch.json below). */
+const LAUNCHED_SOURCE = `import argparse
+import os
+
+import torch
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--rows", type=int, required=True)
+args = parser.parse_args()
+width = int(os.environ["WIDTH"])
+${'batch = torch.zeros(args.rows, width)'}
+print(batch.sum().item())
+`;
+const LAUNCH_JSON = {
+  version: '0.2.0',
+  configurations: [
+    {
+      type: 'shapelens',
+      request: 'launch',
+      name: 'ShapeLens: launched with args and env',
+      program: '${workspaceFolder}/launched.py',
+      args: ['--rows', '3'],
+      env: { WIDTH: '7' },
+    },
+  ],
+};
 const REVERT_TITLE = 'File: Revert File';
+
+/** @param {import('./lib/workbench.mjs').EditorLine[]} lines @param {string} code */
+const lineOf = (lines, code) => lines.find((l) => l.text.trim() === code);
 
 const started = Date.now();
 const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)}s`;
@@ -130,6 +162,9 @@ class Run {
     const workspace = path.join(tempRoot, 'workspace');
     await cp(config.examples, workspace, { recursive: true, filter: (source) => !source.includes('__pycache__') });
     const file = path.join(workspace, FILE);
+    await writeFile(path.join(workspace, LAUNCHED_FILE), LAUNCHED_SOURCE);
+    await mkdir(path.join(workspace, '.vscode'), { recursive: true });
+    await writeFile(path.join(workspace, '.vscode', 'launch.json'), `${JSON.stringify(LAUNCH_JSON, null, 2)}\n`);
     const codeServerLog = path.join(config.artifacts, 'code-server.log');
     log(`vsix ${config.vsix}`);
     log(`python ${config.python}`);
@@ -209,6 +244,42 @@ class Run {
 
     await this.checkRunFile(page);
     await this.checkDebugFile(page);
+    await this.checkRunWithoutDebugging(page);
+  }
+
+  /**
+   * Ctrl+F5 on a `shapelens` launch configuration with args and env: the program runs traced,
+   * without a debugger, and its hints show the shape those args and env made.
+   * @param {import('playwright-core').Page} page
+   */
+  async checkRunWithoutDebugging(page) {
+    await this.step(`open ${LAUNCHED_FILE} with Quick Open`, async () => {
+      // F1 opens the palette in command mode (`>`); without the `>` it finds files.
+      // (Ctrl+P would be the browser's Print here.)
+      await page.keyboard.press('F1');
+      await page.locator('.quick-input-widget input').waitFor({ state: 'visible', timeout: 10_000 });
+      await page.keyboard.press('Backspace');
+      await page.keyboard.type(LAUNCHED_FILE);
+      const row = page.locator('.quick-input-list .monaco-list-row', { hasText: LAUNCHED_FILE }).first();
+      await row.waitFor({ state: 'visible', timeout: 20_000 }); // file search results come after the recent files
+      await row.click();
+      await waitForEditor(page, LAUNCHED_FILE, LAUNCHED_LINE, 30_000);
+    });
+    await this.step('run the launch configuration with Ctrl+F5', async () => {
+      await clickWord(page, LAUNCHED_LINE, 'batch');
+      await page.keyboard.press('Control+F5');
+    });
+    const hint = await this.step('see the hint of the shape the args and env made', () =>
+      waitForLines(
+        page,
+        (lines) => lineOf(lines, LAUNCHED_LINE)?.decorations.find((d) => d.includes('batch (3,7) f32')) ?? null,
+        { timeout: 90_000, what: `a decoration containing "batch (3,7) f32" on \`${LAUNCHED_LINE}\`` },
+      ),
+    );
+    log(`  ${JSON.stringify(hint)}`);
+    if (await page.locator('.debug-toolbar').isVisible()) {
+      throw new Error('Ctrl+F5 started a debug session: the run should have no debugger');
+    }
   }
 
   /**
@@ -286,8 +357,6 @@ class Run {
   async checkDebugFile(page) {
     const { config } = this;
     const toolbar = page.locator('.debug-toolbar');
-    /** @param {import('./lib/workbench.mjs').EditorLine[]} lines @param {string} code */
-    const lineOf = (lines, code) => lines.find((l) => l.text.trim() === code);
 
     await this.step('revert the file and clear the results', async () => {
       await runCommand(page, REVERT_TITLE, 20_000);
@@ -356,18 +425,40 @@ class Run {
     );
     log(`  ${JSON.stringify(live)}`);
 
-    const inline = await this.step('see the inline value of the tensor local pred', () =>
+    // One text per line: the live hint owns pred's line; the debugger adds no second value there.
+    const single = await this.step('see one text on the line of pred while paused', () =>
       waitForLines(
         page,
         (lines) => {
           const line = lineOf(lines, PRED_LINE);
-          const value = line?.inlineValues.find((v) => v.includes('pred: (4,1)'));
-          return line && value ? { number: line.number, value } : null;
+          const texts = [...(line?.decorations ?? []), ...(line?.inlineValues ?? [])].filter((t) => t.includes('(4,1)'));
+          return texts.length === 1 ? texts[0] : null;
         },
-        { timeout: 30_000, what: `an inline value containing "pred: (4,1)" on \`${PRED_LINE}\`` },
+        { timeout: 10_000, what: `exactly one text with "(4,1)" on \`${PRED_LINE}\` (the hint or the inline value)` },
       ),
     );
-    log(`  line ${inline.number}: ${JSON.stringify(inline.value)}`);
+    log(`  ${JSON.stringify(single)}`);
+
+    const variables = await this.step('see the tensors by shape in the Variables view', async () => {
+      const deadline = Date.now() + 30_000;
+      let rows = await variableRows(page);
+      while (Date.now() < deadline) {
+        const tensors = rows.filter((row) => row.value.startsWith('Tensor ('));
+        if (tensors.length > 0) {
+          const data = rows.filter((row) => /tensor\(|\[\[/.test(row.value));
+          if (data.length > 0) throw new Error(`data shown in the Variables view: ${JSON.stringify(data)}`);
+          return tensors;
+        }
+        await page.waitForTimeout(250); // the view fills after the stop event
+        rows = await variableRows(page);
+      }
+      throw new Error(`no tensor row in the Variables view: ${JSON.stringify(rows)}`);
+    });
+    log(`  ${JSON.stringify(variables)}`);
+    const shapes = variables.map((row) => `${row.name} ${row.value}`);
+    if (!shapes.some((text) => /^(x Tensor \(4,2\) f32 cpu|pred Tensor \(4,1\) f32 cpu grad|y Tensor \(4,\) f32 cpu)$/.test(text))) {
+      throw new Error(`no x, y or pred row with its shape: ${JSON.stringify(shapes)}`);
+    }
     // The wait for the debuggee's end below means something only if we see it running now.
     const debuggee = await this.step('see the debugged script running while paused', async () => {
       const running = await this.tracker.markedProcessesRunning(TRACED_CHILD);

@@ -2,10 +2,13 @@
 // 127.0.0.1) and tensor-aware inline values for any debugpy session.
 import * as vscode from "vscode";
 import { DebugEndpoint, ShapeLensClient } from "./client";
+import { DecorationController } from "./decorations";
+import { moduleFile, readLaunch } from "./launches";
 import { parseHelperResult, placeInlineValues } from "./inlineValues";
 
 const DEBUGPY_TYPES = new Set(["shapelens", "debugpy", "python"]);
 const ATTACH_TIMEOUT_MS = 60_000;
+const RESUMING_REQUESTS = new Set(["continue", "next", "stepIn", "stepOut", "stepBack", "reverseContinue", "goto"]);
 
 type DebugListening = DebugEndpoint;
 
@@ -13,9 +16,38 @@ export class DebugIntegration implements vscode.Disposable {
   private readonly waiting = new Map<string, (where: DebugListening) => void>();
   private expression: Promise<string | undefined> | undefined;
   private readonly subscriptions: vscode.Disposable[];
+  private readonly inlineValuesChanged = new vscode.EventEmitter<void>();
+  /** Asks VS Code for the inline values again: a live hint that arrives while paused owns its line. */
+  readonly onDidChangeInlineValues = this.inlineValuesChanged.event;
 
-  constructor(private readonly client: ShapeLensClient, private readonly output: vscode.LogOutputChannel) {
+  constructor(
+    private readonly client: ShapeLensClient,
+    private readonly output: vscode.LogOutputChannel,
+    private readonly decorations: DecorationController,
+  ) {
     this.subscriptions = [
+      this.inlineValuesChanged,
+      decorations.onDidApply(() => {
+        if (vscode.debug.activeDebugSession?.type === "shapelens") {
+          this.inlineValuesChanged.fire();
+        }
+      }),
+      // Inline values hide the hints of their lines only while paused: any resume shows them again.
+      vscode.debug.registerDebugAdapterTrackerFactory("*", {
+        createDebugAdapterTracker: () => ({
+          onWillReceiveMessage: (message: { command?: string }) => {
+            if (message.command && RESUMING_REQUESTS.has(message.command)) {
+              this.decorations.showAllLines();
+            }
+          },
+          onDidSendMessage: (message: { type?: string; event?: string }) => {
+            if (message.type === "event" && (message.event === "continued" || message.event === "terminated")) {
+              this.decorations.showAllLines();
+            }
+          },
+          onWillStopSession: () => this.decorations.showAllLines(),
+        }),
+      }),
       vscode.debug.registerDebugConfigurationProvider("shapelens", this),
       vscode.debug.registerDebugAdapterDescriptorFactory("shapelens", this),
       vscode.languages.registerInlineValuesProvider({ language: "python" }, this),
@@ -57,7 +89,7 @@ export class DebugIntegration implements vscode.Disposable {
 
   // -- DebugConfigurationProvider ----------------------------------------------------------
   async resolveDebugConfigurationWithSubstitutedVariables(
-    _folder: vscode.WorkspaceFolder | undefined,
+    folder: vscode.WorkspaceFolder | undefined,
     config: vscode.DebugConfiguration,
   ): Promise<vscode.DebugConfiguration | undefined> {
     if (config.request !== "launch") {
@@ -67,9 +99,27 @@ export class DebugIntegration implements vscode.Disposable {
       void vscode.window.showWarningMessage("ShapeLens runs your code, so it only works in a trusted workspace.");
       return undefined;
     }
-    const program = config.program ?? vscode.window.activeTextEditor?.document.uri.fsPath;
+    const launch = await readLaunch(
+      { ...config, ...(config.program || config.module ? {} : { program: vscode.window.activeTextEditor?.document.uri.fsPath }) },
+      folder ?? (config.program ? vscode.workspace.getWorkspaceFolder(vscode.Uri.file(config.program)) : undefined),
+    );
+    if (!launch) {
+      return undefined; // readLaunch said what is wrong
+    }
+    if (config.noDebug) {
+      // Run Without Debugging (Ctrl+F5): the run traced, with hints, and no debugger.
+      void vscode.commands.executeCommand("shapelens.runLaunch", launch, config.name);
+      return undefined;
+    }
+    if (launch.nprocPerNode) {
+      void vscode.window.showErrorMessage(
+        "ShapeLens: a run on several processes cannot be debugged; run it without debugging (Ctrl+F5).",
+      );
+      return undefined;
+    }
+    const program = launch.program ?? (await moduleFile(launch.module ?? "", launch.cwd))?.fsPath;
     if (!program) {
-      void vscode.window.showErrorMessage("ShapeLens: no program to debug.");
+      void vscode.window.showErrorMessage(`ShapeLens: cannot find the file of module ${launch.module ?? ""}.`);
       return undefined;
     }
     const uri = vscode.Uri.file(program).toString();
@@ -81,8 +131,10 @@ export class DebugIntegration implements vscode.Disposable {
     this.client
       .executeCommand("shapelens.run", {
         uri,
-        args: config.args ?? [],
-        cwd: config.cwd,
+        args: launch.args,
+        cwd: launch.cwd,
+        env: launch.env,
+        ...(launch.module ? { module: launch.module } : {}),
         debug: true,
         progress: false,
         clientAttaches: true,
@@ -93,6 +145,7 @@ export class DebugIntegration implements vscode.Disposable {
       const where = await listening;
       return {
         ...config,
+        program, // the file whose run a stop of this session cancels
         request: "attach",
         connect: { host: where.host, port: where.port },
         justMyCode: config.justMyCode ?? true,
@@ -140,7 +193,17 @@ export class DebugIntegration implements vscode.Disposable {
       })) as { result?: string };
       const values = parseHelperResult(reply.result ?? "");
       const lines = Array.from({ length: document.lineCount }, (_, i) => document.lineAt(i).text);
-      return placeInlineValues(values, lines, viewPort.start.line, context.stoppedLocation.end.line).map((value) => {
+      let placed = placeInlineValues(values, lines, viewPort.start.line, context.stoppedLocation.end.line);
+      // One text per line. A ShapeLens session's hints are live (this run's, with its findings):
+      // they keep their lines. Another session's hints are an earlier run's: its values win.
+      const uri = document.uri.toString();
+      if (session.type === "shapelens") {
+        const hinted = new Set(this.decorations.hintsFor(uri).map((hint) => hint.line));
+        placed = placed.filter((value) => !hinted.has(value.line));
+      } else {
+        this.decorations.hideLines(uri, new Set(placed.map((value) => value.line)));
+      }
+      return placed.map((value) => {
         const end = document.lineAt(value.line).range.end;
         return new vscode.InlineValueText(new vscode.Range(end, end), `${value.name}: ${value.label}`);
       });
@@ -163,3 +226,4 @@ export class DebugIntegration implements vscode.Disposable {
     }
   }
 }
+

@@ -11,9 +11,13 @@ const COLORS: Record<HintTone, string> = {
 export class DecorationController implements vscode.Disposable {
   private types = new Map<HintTone, vscode.TextEditorDecorationType>();
   private hints = new Map<string, Hint[]>(); // by document URI
+  private hidden = new Map<string, Set<number>>(); // lines a paused debugger's inline values own
   private enabled = true;
   private maxLength = 80;
   private readonly subscriptions: vscode.Disposable[] = [];
+  private readonly applied = new vscode.EventEmitter<string>();
+  /** Fires with a document's URI when its hints changed (a run's update arrived). */
+  readonly onDidApply = this.applied.event;
 
   constructor() {
     this.createTypes();
@@ -37,6 +41,7 @@ export class DecorationController implements vscode.Disposable {
     }
     this.hints.set(update.uri, buildHints(update.lines, this.maxLength));
     this.render(update.uri);
+    this.applied.fire(update.uri);
   }
 
   clear(): void {
@@ -46,6 +51,19 @@ export class DecorationController implements vscode.Disposable {
 
   hintsFor(uri: string): readonly Hint[] {
     return this.hints.get(uri) ?? [];
+  }
+
+  /** While a debugger is paused, its inline values own these lines: one text per line. */
+  hideLines(uri: string, lines: ReadonlySet<number>): void {
+    this.hidden.set(uri, new Set(lines));
+    this.render(uri);
+  }
+
+  /** The debugger resumed or stopped: every hint shows again. */
+  showAllLines(): void {
+    const uris = [...this.hidden.keys()];
+    this.hidden.clear();
+    uris.forEach((uri) => this.render(uri));
   }
 
   private onEdit(event: vscode.TextDocumentChangeEvent): void {
@@ -71,7 +89,8 @@ export class DecorationController implements vscode.Disposable {
   }
 
   private render(uri: string): void {
-    const hints = this.enabled ? (this.hints.get(uri) ?? []) : [];
+    const hidden = this.hidden.get(uri);
+    const hints = this.enabled ? (this.hints.get(uri) ?? []).filter((hint) => !hidden?.has(hint.line)) : [];
     for (const editor of vscode.window.visibleTextEditors) {
       if (editor.document.uri.toString() !== uri) {
         continue;
@@ -108,6 +127,7 @@ export class DecorationController implements vscode.Disposable {
   }
 
   dispose(): void {
+    this.applied.dispose();
     for (const type of this.types.values()) {
       type.dispose();
     }

@@ -36,7 +36,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     decorations,
     () => ({ settings, interpreter: interpreter.path }),
   );
-  const debugging = new DebugIntegration(client, output);
+  const debugging = new DebugIntegration(client, output, decorations);
   client.onDebugListening = (where) => debugging.listening(where);
   context.subscriptions.push(
     output,

@@ -26,6 +26,8 @@
  *   the centre of the first `word` on the line whose code starts with `lineStart`
  * @property {() => string} hoverText the text of the visible hover widgets
  * @property {() => string[]} problemRows the visible rows of the Problems panel
+ * @property {() => { name: string, value: string }[]} variableRows the rendered rows of the
+ *   Run and Debug view's Variables tree (scopes have an empty value)
  */
 
 /**
@@ -162,8 +164,15 @@ export function installPageHelpers() {
       .filter(visible)
       .map((row) => plain(/** @type {HTMLElement} */ (row).innerText).replace(/\s+/g, ' ').trim());
 
+  /** @type {PageHelpers['variableRows']} */
+  const variableRows = () =>
+    [...document.querySelectorAll('.debug-variables .monaco-list-row')].filter(visible).map((row) => ({
+      name: plain(row.querySelector('.name, .scope')?.textContent).replace(/\s*[=:]\s*$/, '').trim(),
+      value: plain(row.querySelector('.value')?.textContent).trim(),
+    }));
+
   /** @type {PageHelpers} */
-  const helpers = { editorLines, wordCenter, hoverText, problemRows };
+  const helpers = { editorLines, wordCenter, hoverText, problemRows, variableRows };
   globalThis.__shapelensE2E = helpers;
 }
 
@@ -377,4 +386,9 @@ export function formatLines(lines) {
 /** @param {unknown} error */
 export function errorMessage(error) {
   return error instanceof Error ? error.message : String(error);
+}
+
+/** @param {Page} page @returns {Promise<{ name: string, value: string }[]>} */
+export function variableRows(page) {
+  return page.evaluate(() => globalThis.__shapelensE2E.variableRows());
 }
