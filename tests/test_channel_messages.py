@@ -31,7 +31,7 @@ def test_messages_keep_their_wire_keys() -> None:
 
 
 def test_what_the_child_sends_the_builder_reads() -> None:
-    var = ["a.py", 3, "x", "Tensor", [2, 3], "float32", "cpu", False, 2, [[2, 3]], None]
+    var = ["a.py", 3, "x", "Tensor", [2, 3], "float32", "cpu", False, 2, [[2, 3]], None, None]
     assert len(var) == len(messages.VAR_FIELDS)
     sent: list[messages.Message] = [
         messages.hello(python="3.12.1", pid=7),

@@ -453,6 +453,8 @@ class FrameEvents:
         if shape != stats.shape:
             stats.shape = shape
             shapes = stats.shapes
+            if shape is not None:
+                stats.widen(shape)
             if shape is not None and shape not in shapes:
                 changed = True
                 if len(shapes) < MAX_SHAPES:

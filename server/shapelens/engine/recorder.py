@@ -24,6 +24,7 @@ class VarStats:
 
     __slots__ = (
         "device",
+        "dim_ranges",
         "dtype",
         "file",
         "grad_fn",
@@ -31,6 +32,7 @@ class VarStats:
         "is_argument",
         "line",
         "name",
+        "ndim_varies",
         "next_nonfinite_check",
         "ref",
         "requires_grad",
@@ -53,9 +55,29 @@ class VarStats:
         self.requires_grad: bool | None = None
         self.grad_fn: str | None = None
         self.shapes: list[Any] = []
+        self.dim_ranges: list[list[int]] | None = None  # [min, max] per dim, over every read
+        self.ndim_varies = False
         self.ref: Callable[[], Any] | None = None
         self.is_argument = False  # bound as a function argument (a def line)
         self.next_nonfinite_check = 1
+
+    def widen(self, shape: Any) -> None:
+        """A new shape was read: every dim's range grows to include it (all shapes count,
+        not only the first :data:`MAX_SHAPES` distinct ones)."""
+        ranges = self.dim_ranges
+        if ranges is None:
+            if not self.ndim_varies:
+                self.dim_ranges = [[int(d), int(d)] for d in shape]
+            return
+        if len(ranges) != len(shape):
+            self.dim_ranges = None
+            self.ndim_varies = True
+            return
+        for bounds, dim in zip(ranges, shape, strict=True):
+            if dim < bounds[0]:
+                bounds[0] = int(dim)
+            elif dim > bounds[1]:
+                bounds[1] = int(dim)
 
     def to_message(self, hits: int) -> list[Any]:
         return [
@@ -70,6 +92,7 @@ class VarStats:
             hits,
             [[int(d) for d in s] for s in self.shapes],
             self.grad_fn,
+            None if self.dim_ranges is None else [list(b) for b in self.dim_ranges],
         ]
 
 

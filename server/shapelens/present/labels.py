@@ -1,9 +1,15 @@
-"""Compact hint labels: ``pred (4,1) f32 cpu grad ×10``, ``seq (2,3)…(7,3) ×4``."""
+"""Compact hint labels: ``pred (4,1) f32 cpu grad ×10``, ``seq (2‥7,3) ×4``,
+``flat (4,)|(2,2) ×3``."""
 
 from __future__ import annotations
 
 from shapelens.present.markdown import hits_text
-from shapelens.present.shapes import dtype_text, shape_text
+from shapelens.present.shapes import (
+    alternatives_text,
+    dtype_text,
+    ranged_shape_text,
+    shape_text,
+)
 from shapelens.trace import TracedLine, TracedVar
 
 
@@ -20,8 +26,10 @@ def var_label(var: TracedVar, sampled: bool = False) -> str:
     per_rank = _rank_label(var)
     if per_rank is not None:
         return per_rank
-    if var.shape_varies:
-        shapes = f"{shape_text(var.shapes[0])}…{shape_text(var.shape)}"
+    if var.shape_varies and var.dim_ranges is not None:
+        shapes = ranged_shape_text(var.dim_ranges)  # every varying dim as its range
+    elif var.shape_varies:  # the number of dims varied: the distinct shapes themselves
+        shapes = alternatives_text(var.shapes)
     else:
         shapes = shape_text(var.shape)
     parts = [var.name, shapes, dtype_text(var.dtype)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shapelens.present.shapes import shape_text
+from shapelens.present.shapes import ranged_shape_text, shape_text
 from shapelens.trace import TracedVar
 
 SAMPLED_NOTE = (
@@ -19,8 +19,12 @@ def hits_text(hits: int, sampled: bool) -> str:
 
 
 def var_table(var: TracedVar, *, born: str | None = None, sampled: bool = False) -> str:
-    rows = [
-        ("shape", shape_text(var.shape)),
+    rows = [("shape", shape_text(var.shape))]
+    if var.shape_varies:
+        rows = [("last shape", shape_text(var.shape))]
+        if var.dim_ranges is not None:
+            rows.append(("dims", ranged_shape_text(var.dim_ranges)))
+    rows += [
         ("dtype", var.dtype or "—"),
         ("device", var.device or "—"),
         ("requires_grad", "—" if var.requires_grad is None else str(var.requires_grad)),
@@ -29,7 +33,9 @@ def var_table(var: TracedVar, *, born: str | None = None, sampled: bool = False)
         rows.append(("grad_fn", var.grad_fn))
     rows.append(("hits", f"≈{var.hits}" if sampled else str(var.hits)))
     if var.shape_varies:
-        rows.append(("shapes seen", ", ".join(shape_text(s) for s in var.shapes)))
+        seen = ", ".join(shape_text(s) for s in var.shapes)
+        more = " (the first 8 distinct)" if len(var.shapes) >= 8 else ""
+        rows.append((f"shapes seen{more}", seen))
     for rank in var.ranks:  # distributed runs: each rank's own value
         rows.append(
             (

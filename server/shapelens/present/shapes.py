@@ -42,6 +42,20 @@ def shape_text(
     return "(" + (", " if python else ",").join(dims) + ")"
 
 
+def ranged_shape_text(ranges: Sequence[tuple[int, int]]) -> str:
+    """``(2,1‥5,6)``: a shape whose dims varied, each varying dim as ``min‥max``."""
+    dims = [str(lo) if lo == hi else f"{lo}‥{hi}" for lo, hi in ranges]
+    if len(dims) == 1:
+        return f"({dims[0]},)"
+    return "(" + ",".join(dims) + ")"
+
+
+def alternatives_text(shapes: Sequence[Sequence[int]], limit: int = 3) -> str:
+    """``(4,)|(2,2)``: distinct shapes of differing numbers of dims, the first ``limit``."""
+    text = "|".join(shape_text(s) for s in shapes[:limit])
+    return text + ("|…" if len(shapes) > limit else "")
+
+
 def dtype_text(dtype: str | None, *, short: bool = True) -> str:
     """``f32`` (or ``float32`` with ``short=False``); empty when unknown."""
     if dtype is None:

@@ -154,7 +154,8 @@ def _shape(value: Any) -> tuple[int, ...] | None:
 
 
 def _var(entry: list[Any]) -> TracedVar:
-    _, _, name, type_, shape, dtype, device, requires_grad, hits, shapes, grad_fn = entry
+    _, _, name, type_, shape, dtype, device, requires_grad, hits, shapes, grad_fn = entry[:11]
+    ranges = entry[11] if len(entry) > 11 else None  # a child of an older ShapeLens: none
     return TracedVar(
         name=name,
         type=type_,
@@ -165,6 +166,7 @@ def _var(entry: list[Any]) -> TracedVar:
         hits=hits,
         shapes=tuple(tuple(s) for s in shapes),
         grad_fn=grad_fn,
+        dim_ranges=None if ranges is None else tuple((int(lo), int(hi)) for lo, hi in ranges),
     )
 
 

@@ -37,6 +37,10 @@ def _shape(value: Any) -> tuple[int, ...] | None:
     return None if value is None else tuple(int(d) for d in value)
 
 
+def _ranges(value: Any) -> tuple[tuple[int, int], ...] | None:
+    return None if value is None else tuple((int(lo), int(hi)) for lo, hi in value)
+
+
 def var_to_json(var: TracedVar) -> dict[str, Any]:
     out: dict[str, Any] = {
         "name": var.name,
@@ -50,6 +54,8 @@ def var_to_json(var: TracedVar) -> dict[str, Any]:
     }
     if var.grad_fn is not None:
         out["grad_fn"] = var.grad_fn
+    if var.dim_ranges is not None and var.shape_varies:
+        out["dim_ranges"] = [list(bounds) for bounds in var.dim_ranges]
     if var.ranks:
         out["ranks"] = [
             {
@@ -244,6 +250,7 @@ def trace_from_json(data: Any) -> Trace:
                             hits=int(v["hits"]),
                             shapes=tuple(_shape(s) or () for s in v["shapes"]),
                             grad_fn=v.get("grad_fn"),
+                            dim_ranges=_ranges(v.get("dim_ranges")),
                             ranks=tuple(
                                 RankValue(
                                     rank=int(r["rank"]),

@@ -40,6 +40,8 @@ class TracedVar:
     hits: int
     shapes: tuple[tuple[int, ...], ...]
     grad_fn: str | None = None
+    dim_ranges: tuple[tuple[int, int], ...] | None = None
+    """Each dim's (min, max) over every shape read; None when the number of dims varied."""
     ranks: tuple[RankValue, ...] = ()
     """Per-rank values of a distributed run (empty for a single process)."""
 
