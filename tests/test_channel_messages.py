@@ -31,12 +31,27 @@ def test_messages_keep_their_wire_keys() -> None:
 
 
 def test_what_the_child_sends_the_builder_reads() -> None:
-    var = ["a.py", 3, "x", "Tensor", [2, 3], "float32", "cpu", False, 2, [[2, 3]], None, None]
+    var = ["a.py", 3, "x", "Tensor", [2, 3], "float32", "cpu", False, 2, [[2, 3]], None, None, None]
     assert len(var) == len(messages.VAR_FIELDS)
+    loss = [
+        "a.py",
+        3,
+        "loss",
+        "float",
+        None,
+        None,
+        None,
+        None,
+        2,
+        [],
+        None,
+        None,
+        ["nan", 0.5, "inf"],
+    ]
     sent: list[messages.Message] = [
         messages.hello(python="3.12.1", pid=7),
         messages.lines([["a.py", 3, 2]]),
-        messages.vars_([var]),
+        messages.vars_([var, loss]),
         messages.sampled([["a.py", 3]]),
         messages.compile_mode("eager"),
         messages.stopped(),
@@ -68,5 +83,10 @@ def test_what_the_child_sends_the_builder_reads() -> None:
     )
     (line,) = trace.lines
     assert (line.file, line.line, line.hits, line.sampled) == ("a.py", 3, 2, True)
-    assert [(v.name, v.shape, v.dtype) for v in line.vars] == [("x", (2, 3), "float32")]
+    assert [(v.name, v.shape, v.dtype) for v in line.vars] == [
+        ("x", (2, 3), "float32"),
+        ("loss", None, None),
+    ]
+    last, low, high = line.vars[1].number or (0.0, 0.0, 0.0)
+    assert last != last and (low, high) == (0.5, float("inf"))  # NaN and Inf survive JSON
     assert trace.exception is not None and trace.exception.type == "ValueError"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from shapelens.present.labels import var_label
@@ -70,3 +71,63 @@ def test_label_and_hover_of_a_varying_shape() -> None:
     )
     constant = _var(shape=(8, 3), shapes=((8, 3),), dim_ranges=((8, 8), (3, 3)))
     assert var_label(constant) == "x (8,3) f32 cpu ×4"
+
+
+NUMBERS = """
+import numpy as np
+
+x = np.zeros((4, 64, 32))
+B, T, C = x.shape
+lr = 0.001
+best = float("inf")
+total = 0.0
+for i in range(1000):
+    total += i * 0.5
+    done = i > 500
+pair = (np.zeros(3), 7)
+for _ in range(3):
+    pass
+"""
+
+
+def test_numbers_show_their_value_or_their_range(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = script(NUMBERS)
+    run = run_cli("main.py", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    rows = [line.split("│", 1)[1] for line in run.stderr.splitlines() if "│" in line]
+
+    def hint(code: str) -> str:
+        """The listing's hint for the line whose code starts with ``code``."""
+        row = next(r.strip() for r in rows if r.strip().startswith(code))
+        return " ".join(row[len(code) :].split())
+
+    assert hint("B, T, C = x.shape") == "B=4 T=64 C=32"
+    assert hint("lr = 0.001") == "lr=0.001"
+    assert hint('best = float("inf")') == "best=inf"  # a Python inf is never a finding
+    assert hint("total = 0.0") == "total=0.0"
+    assert hint("for i in range(1000):") == "i 0‥999 ×1001"
+    assert hint("total += i * 0.5").startswith("total 0.0‥2.4")  # 2.4975e5 at most
+    # Constant for its first 500 hits: switched off on 3.12+ (an estimated count), and its
+    # last value read when the frame ended.
+    estimated = "+" if sys.version_info >= (3, 12) else ""
+    assert hint("done = i > 500") == f"done False‥True ×1000{estimated}"
+    assert hint("pair = (np.zeros(3), 7)") == "pair[0] (3,) f64 cpu"  # no pair[1]=7
+    assert hint("for _ in range(3):") == "×4"  # the throwaway name shows nothing
+    assert run.trace is not None and run.trace["findings"] == []
+    # A hot line's numbers are read as its shapes are: densely at first, then 1 hit in 13
+    # (the last value at the frame's end when only this line stores the name).
+    total = run.var(main, line_of(main, "total +="), "total")
+    assert total["number"][1] == 0.0 and 240_000 <= total["number"][2] <= 249_750
+    counter = run.var(main, line_of(main, "for i in"), "i")
+    assert counter["number"] == [999, 0, 999]  # the loop's last value, read when it ended
+
+
+def test_hover_of_a_number() -> None:
+    step = _var(
+        name="step", type="int", shape=None, dtype=None, device=None, requires_grad=None,
+        hits=10, shapes=(), number=(9, 0, 9),
+    )  # fmt: skip
+    assert var_label(step) == "step 0‥9 ×10"
+    hover = var_table(step)
+    assert "| last | `9` |" in hover and "| min | `0` |" in hover and "| max | `9` |" in hover
+    assert "shape" not in hover

@@ -23,6 +23,9 @@ def test_traces_validate_and_round_trip(script, tmp_path: Path) -> None:  # type
         import numpy as np
         a = np.ones(4); b = np.ones((4, 1))
         pair = (a - b, {"k": a})
+        best = float("inf")
+        for t in (3, 1, 2):
+            x = np.zeros((2, t))
         raise ValueError("end")
         """
     )
@@ -39,6 +42,10 @@ def test_traces_validate_and_round_trip(script, tmp_path: Path) -> None:  # type
     assert [(o.name, o.shape) for o in broadcast.operands] == [("a", (4,)), ("b", (4, 1))]
     assert broadcast.result_shape == (4, 4)
     assert loaded.exception is not None and loaded.exception.type == "ValueError"
+    [best] = [v for line in loaded.lines for v in line.vars if v.name == "best"]
+    assert best.number == (float("inf"), float("inf"), float("inf"))
+    [x] = [v for line in loaded.lines for v in line.vars if v.name == "x"]
+    assert x.dim_ranges == ((2, 2), (1, 3))
 
 
 def test_rejects_other_files(tmp_path: Path) -> None:

@@ -91,7 +91,9 @@ def test_trace_stays_flat_over_many_iterations(script, tmp_path: Path) -> None: 
     run = run_cli("--quiet", "main.py", cwd=tmp_path, timeout=300)
     assert run.trace is not None
     entries = [(e["line"], v["name"]) for e in run.trace["lines"] for v in e["vars"]]
-    assert len(entries) == len(set(entries)) == 3  # one per (line, variable), not per iteration
+    assert len(entries) == len(set(entries)) == 4  # one per (line, variable), not per iteration
+    step = run.var(main, line_of(main, "for step in"), "step")
+    assert step["number"][1:] == [0, 99_999]  # the counter's range, in constant space
     assert run.var(main, line_of(main, "acc = acc + delta"), "acc")["hits"] == 100_000
     assert run.line(main, line_of(main, "delta ="))["hits"] == 100_000
     assert len((tmp_path / ".trace.json").read_bytes()) < 4096

@@ -54,6 +54,7 @@ class CodeInfo:
         "stores",
         "switched_off",
         "unique_stores",
+        "varying_numbers",
         "yield_offsets",
     )
 
@@ -106,6 +107,9 @@ class CodeInfo:
         self.unique_stores = frozenset(
             line for line, stored in stores.items() if all(owners[n] == 1 for n in stored)
         )
+        # Statements that bound a Python number whose value changed: never switched off
+        # (sys.monitoring), so the range a hint shows spans the run, not its first hits.
+        self.varying_numbers: set[int] = set()
         # Metadata sampling (see FrameEvents): the hit at which each statement is read next,
         # and until which hit it is read on every hit.
         self.capture_at: dict[int, int] = {}

@@ -282,6 +282,8 @@ class FrameEvents:
         counter = info.counter_of.get(statement)
         if counter is None or count <= DENSE_HITS or statement in info.loop_headers:
             return False
+        if statement in info.varying_numbers:
+            return False  # `running_loss += loss.item()`: its range needs its hits
         if statement in info.stores and info.capture_at.get(statement, 0) <= count + 1:
             return False  # read on its next hits: something changed lately
         info.switched_off[statement] = generation
@@ -418,12 +420,16 @@ class FrameEvents:
             if depth < values.MAX_CONTAINER_DEPTH:
                 for entry, item in values.container_entries(name, value, kind):
                     item_kind = values.kind_of(item)
+                    if item_kind == values.NUMBER:
+                        continue  # a number inside a container: not a name the user bound
                     if item_kind and self._observe(
                         info, table, line, entry, item, item_kind, argument, depth + 1, counted
                     ):
                         changed = True
             return changed
         tp = type(value)
+        if kind == values.NUMBER and name == "_":
+            return False  # the throwaway name (`for _ in range(n)`) says nothing
         stats = table.get(name)
         changed = stats is None or stats.type is not tp
         if stats is None:
@@ -432,6 +438,13 @@ class FrameEvents:
         stats.type = tp
         if not counted or stats.hits == 0:
             stats.hits += 1
+        if kind == values.NUMBER:
+            # Only a new type counts as a change: a counter's every value would keep the
+            # line read densely. Values are never checked for NaN/Inf (`best = float("inf")`).
+            number = stats.note_number(value)
+            if number[1] != number[2]:
+                info.varying_numbers.add(line)
+            return changed
         dtype, device = stats.dtype, stats.device
         try:
             if kind == values.TORCH:

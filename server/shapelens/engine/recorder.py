@@ -7,6 +7,7 @@ one :class:`VarStats` in place. Raw metadata objects (``torch.Size``, ``torch.dt
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -34,6 +35,7 @@ class VarStats:
         "name",
         "ndim_varies",
         "next_nonfinite_check",
+        "number",
         "ref",
         "requires_grad",
         "sent_hits",
@@ -57,6 +59,7 @@ class VarStats:
         self.shapes: list[Any] = []
         self.dim_ranges: list[list[int]] | None = None  # [min, max] per dim, over every read
         self.ndim_varies = False
+        self.number: list[Any] | None = None  # a Python number's [last, min, max]
         self.ref: Callable[[], Any] | None = None
         self.is_argument = False  # bound as a function argument (a def line)
         self.next_nonfinite_check = 1
@@ -79,6 +82,20 @@ class VarStats:
             elif dim > bounds[1]:
                 bounds[1] = int(dim)
 
+    def note_number(self, value: float) -> list[Any]:
+        """A Python number was read: the last one, and the range of every one read.
+        Returns ``[last, min, max]``."""
+        number = self.number
+        if number is None:
+            number = self.number = [value, value, value]
+            return number
+        number[0] = value
+        if value < number[1]:
+            number[1] = value
+        elif value > number[2]:
+            number[2] = value
+        return number
+
     def to_message(self, hits: int) -> list[Any]:
         return [
             self.file,
@@ -93,6 +110,7 @@ class VarStats:
             [[int(d) for d in s] for s in self.shapes],
             self.grad_fn,
             None if self.dim_ranges is None else [list(b) for b in self.dim_ranges],
+            None if self.number is None else [_plain_number(v) for v in self.number],
         ]
 
 
@@ -248,3 +266,10 @@ def weak(value: Any) -> Callable[[], Any] | None:
         return weakref.ref(value)
     except TypeError:
         return None
+
+
+def _plain_number(value: Any) -> Any:
+    """A number JSON carries: NaN and infinities as the strings ``nan``, ``inf``, ``-inf``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value

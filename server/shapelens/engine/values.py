@@ -20,6 +20,8 @@ SEQUENCE = 3
 NAMED_TUPLE = 4
 MAPPING = 5
 DATACLASS = 6
+NUMBER = 7
+"""A Python int, float or bool bound to a name: its value is shown (``B=4``, ``i 0‥999``)."""
 
 CONTAINER_KINDS = frozenset({SEQUENCE, NAMED_TUPLE, MAPPING, DATACLASS})
 MAX_CONTAINER_ITEMS = 8
@@ -27,9 +29,6 @@ MAX_CONTAINER_DEPTH = 2
 
 _ALWAYS_IGNORED: tuple[type, ...] = (
     type(None),
-    bool,
-    int,
-    float,
     complex,
     str,
     bytes,
@@ -45,6 +44,7 @@ _ALWAYS_IGNORED: tuple[type, ...] = (
 )
 
 kind_of_type: dict[type, int] = dict.fromkeys(_ALWAYS_IGNORED, IGNORED)
+kind_of_type.update(dict.fromkeys((bool, int, float), NUMBER))
 
 
 def _torch_tensor_type() -> type | None:

@@ -7,6 +7,8 @@ from shapelens.present.markdown import hits_text
 from shapelens.present.shapes import (
     alternatives_text,
     dtype_text,
+    number_range_text,
+    number_text,
     ranged_shape_text,
     shape_text,
 )
@@ -22,7 +24,19 @@ def _rank_label(var: TracedVar) -> str | None:
     return f"{var.name} " + " | ".join(parts)
 
 
+def _number_label(var: TracedVar, number: tuple[float, float, float], sampled: bool) -> str:
+    """``B=4``, or ``i 0‥999 ×1000`` when the values read varied."""
+    last, low, high = number
+    if low == high or low != low or high != high:  # constant (or NaN: no order to show)
+        text = f"{var.name}={number_text(last)}"
+    else:
+        text = f"{var.name} {number_range_text(low, high)}"
+    return text + (f" {hits_text(var.hits, sampled)}" if var.hits > 1 else "")
+
+
 def var_label(var: TracedVar, sampled: bool = False) -> str:
+    if var.number is not None:
+        return _number_label(var, var.number, sampled)
     per_rank = _rank_label(var)
     if per_rank is not None:
         return per_rank

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shapelens.present.shapes import ranged_shape_text, shape_text
+from shapelens.present.shapes import number_text, ranged_shape_text, shape_text
 from shapelens.trace import TracedVar
 
 SAMPLED_NOTE = (
@@ -19,6 +19,11 @@ def hits_text(hits: int, sampled: bool) -> str:
 
 
 def var_table(var: TracedVar, *, born: str | None = None, sampled: bool = False) -> str:
+    if var.number is not None:
+        last, low, high = var.number
+        rows = [("last", number_text(last)), ("min", number_text(low)), ("max", number_text(high))]
+        rows.append(("hits", f"≈{var.hits}" if sampled else str(var.hits)))
+        return _table(var, rows, born, sampled)
     rows = [("shape", shape_text(var.shape))]
     if var.shape_varies:
         rows = [("last shape", shape_text(var.shape))]
@@ -43,6 +48,10 @@ def var_table(var: TracedVar, *, born: str | None = None, sampled: bool = False)
                 f"{shape_text(rank.shape)} {rank.dtype} {rank.device} ×{rank.hits}",
             )
         )
+    return _table(var, rows, born, sampled)
+
+
+def _table(var: TracedVar, rows: list[tuple[str, str]], born: str | None, sampled: bool) -> str:
     body = "\n".join(f"| {key} | `{value}` |" for key, value in rows)
     if born:  # already markdown (it quotes the source line as code)
         body += f"\n| born | {born} |"

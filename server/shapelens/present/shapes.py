@@ -56,6 +56,19 @@ def alternatives_text(shapes: Sequence[Sequence[int]], limit: int = 3) -> str:
     return text + ("|…" if len(shapes) > limit else "")
 
 
+def number_text(value: float) -> str:
+    """``4``, ``0.001``, ``1.5``, ``True``, ``nan``: a Python number, 4 significant digits."""
+    if isinstance(value, (bool, int)):
+        return str(value)
+    text = f"{value:.4g}"
+    return text if any(c in text for c in ".enai") else f"{text}.0"  # 0.0 stays a float
+
+
+def number_range_text(low: float, high: float) -> str:
+    """``0‥999``, or ``False‥True``."""
+    return f"{number_text(low)}‥{number_text(high)}"
+
+
 def dtype_text(dtype: str | None, *, short: bool = True) -> str:
     """``f32`` (or ``float32`` with ``short=False``); empty when unknown."""
     if dtype is None:

@@ -16,7 +16,7 @@ from shapelens.trace import (
     TracedVar,
     messages,
 )
-from shapelens.trace.codec import compile_mode_of, finding_from_json
+from shapelens.trace.codec import compile_mode_of, finding_from_json, read_number
 from shapelens.trace.model import CompileMode, RunStatus
 from shapelens.trace.suppression import suppressed
 
@@ -156,6 +156,7 @@ def _shape(value: Any) -> tuple[int, ...] | None:
 def _var(entry: list[Any]) -> TracedVar:
     _, _, name, type_, shape, dtype, device, requires_grad, hits, shapes, grad_fn = entry[:11]
     ranges = entry[11] if len(entry) > 11 else None  # a child of an older ShapeLens: none
+    number = entry[12] if len(entry) > 12 else None
     return TracedVar(
         name=name,
         type=type_,
@@ -167,6 +168,7 @@ def _var(entry: list[Any]) -> TracedVar:
         shapes=tuple(tuple(s) for s in shapes),
         grad_fn=grad_fn,
         dim_ranges=None if ranges is None else tuple((int(lo), int(hi)) for lo, hi in ranges),
+        number=None if number is None else read_number(number),
     )
 
 

@@ -6,6 +6,7 @@ load: each finding keeps its message as ``note`` and its ``related`` locations."
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -37,6 +38,16 @@ def _shape(value: Any) -> tuple[int, ...] | None:
     return None if value is None else tuple(int(d) for d in value)
 
 
+def read_number(values: Any) -> tuple[float, float, float]:
+    """(last, min, max) from JSON, where NaN and infinities are the strings nan/inf/-inf."""
+    last, low, high = (float(v) if isinstance(v, str) else v for v in values)
+    return last, low, high
+
+
+def _json_number(value: float) -> Any:
+    return str(value) if isinstance(value, float) and not math.isfinite(value) else value
+
+
 def _ranges(value: Any) -> tuple[tuple[int, int], ...] | None:
     return None if value is None else tuple((int(lo), int(hi)) for lo, hi in value)
 
@@ -54,6 +65,8 @@ def var_to_json(var: TracedVar) -> dict[str, Any]:
     }
     if var.grad_fn is not None:
         out["grad_fn"] = var.grad_fn
+    if var.number is not None:
+        out["number"] = [_json_number(v) for v in var.number]
     if var.dim_ranges is not None and var.shape_varies:
         out["dim_ranges"] = [list(bounds) for bounds in var.dim_ranges]
     if var.ranks:
@@ -251,6 +264,7 @@ def trace_from_json(data: Any) -> Trace:
                             shapes=tuple(_shape(s) or () for s in v["shapes"]),
                             grad_fn=v.get("grad_fn"),
                             dim_ranges=_ranges(v.get("dim_ranges")),
+                            number=None if "number" not in v else read_number(v["number"]),
                             ranks=tuple(
                                 RankValue(
                                     rank=int(r["rank"]),

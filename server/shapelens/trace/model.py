@@ -42,6 +42,8 @@ class TracedVar:
     grad_fn: str | None = None
     dim_ranges: tuple[tuple[int, int], ...] | None = None
     """Each dim's (min, max) over every shape read; None when the number of dims varied."""
+    number: tuple[float, float, float] | None = None
+    """A Python int, float or bool: (last, min, max) of the values read."""
     ranks: tuple[RankValue, ...] = ()
     """Per-rank values of a distributed run (empty for a single process)."""
 
