@@ -18,7 +18,6 @@ from shapelens.engine.values import (
     ARRAY,
     CONTAINER_KINDS,
     DATACLASS,
-    IGNORED,
     MAPPING,
     NAMED_TUPLE,
     TORCH,
@@ -114,7 +113,7 @@ def _short(item: Any) -> str:
     kind = kind_of(item)
     if kind in CONTAINER_KINDS:
         return f"{type(item).__name__}[{len(item) if hasattr(item, '__len__') else '?'}]"
-    if kind == IGNORED and isinstance(item, (int, float, bool, str)) and len(repr(item)) <= 20:
+    if isinstance(item, (int, float, bool, str)) and len(repr(item)) <= 20:
         return repr(item)
     return type(item).__name__
 
