@@ -5,6 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from shapelens.present.labels import var_label
 from shapelens.present.markdown import var_table
 from shapelens.trace import TracedVar
@@ -131,3 +133,53 @@ def test_hover_of_a_number() -> None:
     hover = var_table(step)
     assert "| last | `9` |" in hover and "| min | `0` |" in hover and "| max | `9` |" in hover
     assert "shape" not in hover
+
+
+STORES = """
+import torch
+import torch.nn as nn
+
+class LayerNorm(nn.Module):
+    def __init__(self, ndim):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(ndim))
+
+class PositionalEncoding(nn.Module):
+    def __init__(self, d_model, max_len=50):
+        super().__init__()
+        pe = torch.zeros(max_len, d_model)
+        position = torch.arange(0, max_len, dtype=torch.float).unsqueeze(1)
+        pe[:, 0::2] = torch.sin(position * torch.ones(d_model // 2))
+        self.pe = pe
+        mask = torch.full((4, 4), float("-inf")).triu(1)
+        self.src_mask = mask
+
+ln = LayerNorm(64)
+enc = PositionalEncoding(16)
+logits = torch.randn(2, 10)
+v, _ = torch.topk(logits, 3)
+logits[logits < v[:, [-1]]] = -float("Inf")
+batch = {}
+batch["x"] = torch.zeros(3, 2)
+"""
+
+
+def test_attribute_and_subscript_stores_show_what_they_hold(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("torch")
+    main = script(STORES)
+    run = run_cli("main.py", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+
+    def shown(code: str, name: str) -> tuple[object, ...]:
+        var = run.var(main, line_of(main, code), name)
+        return tuple(var["shape"]), var["dtype"], var["requires_grad"]
+
+    assert shown("self.weight =", "self.weight") == ((64,), "float32", True)
+    assert shown("pe[:, 0::2] =", "pe") == ((50, 16), "float32", False)  # after the store
+    assert shown("self.pe = pe", "self.pe") == ((50, 16), "float32", False)
+    assert shown("self.src_mask = mask", "self.src_mask") == ((4, 4), "float32", False)
+    assert shown('batch["x"] =', "batch['x']") == ((3, 2), "float32", False)
+    assert "self.weight (64,) f32 cpu grad" in run.stderr
+    # Top-k sampling's -inf, stored into an item, is on purpose: no NaN/Inf finding.
+    assert shown("logits[logits <", "logits") == ((2, 10), "float32", False)
+    assert run.trace is not None and run.trace["findings"] == []

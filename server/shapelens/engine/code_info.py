@@ -53,6 +53,7 @@ class CodeInfo:
         "stats",
         "stores",
         "switched_off",
+        "target_stores",
         "unique_stores",
         "varying_numbers",
         "yield_offsets",
@@ -97,6 +98,13 @@ class CodeInfo:
                     stores[statement].append(name)
             if instruction.opname == "STORE_GLOBAL":
                 global_names.add(str(instruction.argval))
+        # Attribute and subscript stores of this code's statements (`self.w = …`, `pe[i] = …`).
+        self.target_stores: dict[int, frozenset[str]] = {}
+        for statement, targets in source.target_stores.items():
+            if statement in lines and statement not in source.def_line_of.values():
+                stored = stores.setdefault(statement, [])
+                stored.extend(t for t in targets if t not in stored)
+                self.target_stores[statement] = frozenset(targets)
         self.stores = {line: tuple(names) for line, names in stores.items()}
         # Statements whose names no other statement stores: a value read when the frame
         # ends is the last one that statement made (the final, often smaller, batch).

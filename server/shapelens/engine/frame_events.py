@@ -378,18 +378,25 @@ class FrameEvents:
         self._capturing = frame
         kinds = values.kind_of_type
         changed = False
+        targets = info.target_stores.get(line, ())
         for name in names:
-            value = scope.get(name, _MISSING)
+            if "." in name:
+                value = _attribute_path(scope, frame, name)
+            else:
+                value = scope.get(name, _MISSING)
+                if value is _MISSING and name in info.global_names:
+                    value = frame.f_globals.get(name, _MISSING)
             if value is _MISSING:
-                if name not in info.global_names:
-                    continue
-                value = frame.f_globals.get(name, _MISSING)
-                if value is _MISSING:
-                    continue
+                continue
             kind = kinds.get(type(value))
             if kind is None:
                 kind = values.classify(value)
-            if kind and self._observe(info, table, line, name, value, kind, arguments, 0, counted):
+            # What a store into an attribute or an item holds was made elsewhere (and checked
+            # there); `logits[logits < v] = -inf` is top-k sampling, not a NaN/Inf bug.
+            checked = name not in targets
+            if kind and self._observe(
+                info, table, line, name, value, kind, arguments, 0, counted, checked
+            ):
                 changed = True
         return changed
 
@@ -413,8 +420,10 @@ class FrameEvents:
         argument: bool,
         depth: int,
         counted: bool = False,
+        checked: bool = True,
     ) -> bool:
-        """Record one value; whether it was new (shape, dtype, device or type)."""
+        """Record one value; whether it was new (shape, dtype, device or type). ``checked``:
+        scan it for NaN/Inf."""
         if kind in values.CONTAINER_KINDS:
             changed = False
             if depth < values.MAX_CONTAINER_DEPTH:
@@ -423,8 +432,9 @@ class FrameEvents:
                     if item_kind == values.NUMBER:
                         continue  # a number inside a container: not a name the user bound
                     if item_kind and self._observe(
-                        info, table, line, entry, item, item_kind, argument, depth + 1, counted
-                    ):
+                        info, table, line, entry, item, item_kind, argument, depth + 1, counted,
+                        checked,
+                    ):  # fmt: skip
                         changed = True
             return changed
         tp = type(value)
@@ -479,7 +489,7 @@ class FrameEvents:
                 stats.ref = weakref.ref(value)
             except TypeError:
                 self._unweakrefable.add(tp)
-        if self._nonfinite and stats.hits >= stats.next_nonfinite_check:
+        if checked and self._nonfinite and stats.hits >= stats.next_nonfinite_check:
             stats.next_nonfinite_check = stats.hits * 2
             self._check_nonfinite(stats, value, kind)
         return changed
@@ -783,3 +793,19 @@ def _calls_warn(statement: ast.AST | None) -> bool:
             if name in ("warn", "warn_explicit", "showwarning"):
                 return True
     return False
+
+
+def _attribute_path(scope: dict[str, Any], frame: FrameType, path: str) -> Any:
+    """``self.fc.weight`` read from the frame without running user code (no properties, no
+    ``__getattr__``: ``values.safe_attribute``); ``_MISSING`` when any step is not found."""
+    first, *rest = path.split(".")
+    value = scope.get(first, _MISSING)
+    if value is _MISSING:
+        value = frame.f_globals.get(first, _MISSING)
+    for attr in rest:
+        if value is _MISSING:
+            return _MISSING
+        value = values.safe_attribute(value, attr)
+        if value is None:
+            return _MISSING
+    return value

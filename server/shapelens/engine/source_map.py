@@ -99,6 +99,9 @@ class SourceMap:
     """Statement → the statement whose hits pace it: its innermost enclosing loop's header,
     else its function's ``def`` line (calls). Absent at module level outside loops."""
     loop_headers: frozenset[int] = frozenset()
+    target_stores: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    """Statement → what it stores into that is not a plain name: ``self.weight`` for
+    ``self.weight = …``, ``pe`` for ``pe[:, 0::2] = …`` (read after the store)."""
 
     def text(self, line: int) -> str:
         return self.lines[line - 1].rstrip("\n") if 0 < line <= len(self.lines) else ""
@@ -281,6 +284,7 @@ def build_source_map(path: str, source: str) -> SourceMap:
     elementwise: dict[int, tuple[Candidate, ...]] = {}
     op_sites: dict[int, tuple[OpSite, ...]] = {}
     statements: dict[int, ast.AST] = {}
+    target_stores: dict[int, tuple[str, ...]] = {}
     # ast.walk visits parents before children, so inner statements win shared lines.
     for node in ast.walk(tree):
         if isinstance(node, ast.ExceptHandler):
@@ -307,6 +311,9 @@ def build_source_map(path: str, source: str) -> SourceMap:
                     elementwise[start] = elementwise.get(start, ()) + candidates
                 op_sites[start] = op_sites.get(start, ()) + _op_sites(node, source, parents)
         statements.setdefault(start, node)
+        stored = _target_stores(node)
+        if stored:
+            target_stores[start] = stored
     counter_of: dict[int, int] = {}
     _pace(tree.body, None, counter_of)
     loop_headers = frozenset(line for line, node in statements.items() if isinstance(node, _LOOPS))
@@ -320,7 +327,36 @@ def build_source_map(path: str, source: str) -> SourceMap:
         statements=statements,
         counter_of=counter_of,
         loop_headers=loop_headers,
+        target_stores=target_stores,
     )
+
+
+def _target_stores(node: ast.stmt) -> tuple[str, ...]:
+    """The attribute paths and subscripted names an assignment stores into."""
+    if isinstance(node, ast.Assign):
+        targets: list[ast.expr] = list(node.targets)
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        targets = [node.target]
+    else:
+        return ()
+    found: list[str] = []
+    while targets:
+        target = targets.pop(0)
+        if isinstance(target, (ast.Tuple, ast.List)):
+            targets.extend(target.elts)
+            continue
+        if isinstance(target, ast.Starred):
+            targets.append(target.value)
+            continue
+        path = None
+        if isinstance(target, ast.Attribute):
+            path = _path_of(target)
+        elif isinstance(target, ast.Subscript):
+            path = _path_of(target.value)
+        name = ".".join(path) if path else None
+        if name and name not in found:
+            found.append(name)
+    return tuple(found)
 
 
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
