@@ -31,7 +31,7 @@ def test_messages_keep_their_wire_keys() -> None:
 
 
 def test_what_the_child_sends_the_builder_reads() -> None:
-    var = ["a.py", 3, "x", "Tensor", [2, 3], "float32", "cpu", False, 2, [[2, 3]], None, None, None]
+    var = ["a.py", 3, "x", "Tensor", [2, 3], "float32", "cpu", False, 2, [[2, 3]]] + [None] * 4
     assert len(var) == len(messages.VAR_FIELDS)
     loss = [
         "a.py",
@@ -47,6 +47,7 @@ def test_what_the_child_sends_the_builder_reads() -> None:
         None,
         None,
         ["nan", 0.5, "inf"],
+        [0.5, "nan"],
     ]
     sent: list[messages.Message] = [
         messages.hello(python="3.12.1", pid=7),
@@ -89,4 +90,6 @@ def test_what_the_child_sends_the_builder_reads() -> None:
     ]
     last, low, high = line.vars[1].number or (0.0, 0.0, 0.0)
     assert last != last and (low, high) == (0.5, float("inf"))  # NaN and Inf survive JSON
+    first, latest = line.vars[1].history
+    assert first == 0.5 and latest != latest
     assert trace.exception is not None and trace.exception.type == "ValueError"

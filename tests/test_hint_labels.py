@@ -183,3 +183,48 @@ def test_attribute_and_subscript_stores_show_what_they_hold(script, tmp_path: Pa
     # Top-k sampling's -inf, stored into an item, is on purpose: no NaN/Inf finding.
     assert shown("logits[logits <", "logits") == ((2, 10), "float32", False)
     assert run.trace is not None and run.trace["findings"] == []
+
+
+COURSE = """
+import torch
+
+w = torch.tensor(4.0, requires_grad=True)
+running = 0.0
+for step in range(500):
+    loss = (w - 1.0) ** 2 + 1.5  # stalls near 1.5, as the seed's example 2
+    loss.backward()
+    with torch.no_grad():
+        w -= 0.01 * w.grad
+        w.grad.zero_()
+    running = 0.9 * running + 0.1 * loss.item()
+ghost = torch.zeros((), device="meta")
+"""
+
+
+def test_scalars_show_their_course_as_a_sparkline(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("torch")
+    main = script(COURSE)
+    run = run_cli("main.py", cwd=tmp_path, timeout=180)
+    assert run.returncode == 0, run.stderr
+    loss = run.var(main, line_of(main, "loss = (w - 1.0)"), "loss")
+    history = loss["history"]
+    assert 2 <= len(history) <= 32  # constant memory over 500 steps
+    assert history[0] == pytest.approx(10.5) and history[-1] < history[0]
+    assert history == sorted(history, reverse=True)  # the course, in order
+    line = next(row for row in run.stderr.splitlines() if "loss = (w - 1.0)" in row)
+    assert line.endswith("loss 1.5 ▆▂▁▁▁▁▁▁ f32 cpu grad ×500"), line  # stalls near 1.5
+    running = run.var(main, line_of(main, "running = 0.9"), "running")
+    assert len(running["history"]) >= 2
+    ghost = run.var(main, line_of(main, "ghost ="), "ghost")
+    assert "history" not in ghost  # a tensor off the CPU is never read
+
+
+def test_hover_of_a_course() -> None:
+    loss = _var(
+        name="loss", shape=(), shapes=((),), hits=10, requires_grad=True,
+        history=(25.8, 13.4, 7.6, 4.9, 3.6, 2.9, 2.6, 2.4, 2.3, 2.2),
+    )  # fmt: skip
+    assert var_label(loss) == "loss 2.2 █▄▃▂▁▁▁▁ f32 cpu grad ×10"
+    hover = var_table(loss)
+    assert "| course | `█▄▃▂▁▁▁▁▁▁` |" in hover
+    assert "| first → last | `25.8 → 2.2` |" in hover and "| min ‥ max | `2.2 ‥ 25.8` |" in hover

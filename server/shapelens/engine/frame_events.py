@@ -452,6 +452,7 @@ class FrameEvents:
             # Only a new type counts as a change: a counter's every value would keep the
             # line read densely. Values are never checked for NaN/Inf (`best = float("inf")`).
             number = stats.note_number(value)
+            stats.remember(value)
             if number[1] != number[2]:
                 info.varying_numbers.add(line)
             return changed
@@ -473,6 +474,10 @@ class FrameEvents:
                 shape = tuple(value.shape)
         except Exception:
             shape = None  # nested tensors and odd objects: keep what could be read
+        if shape is not None and not shape:
+            _remember_scalar(stats, value, kind)
+            if len(set(stats.history[:2])) > 1:
+                info.varying_numbers.add(line)  # a loss's course needs its hits (3.12+)
         if shape != stats.shape:
             stats.shape = shape
             shapes = stats.shapes
@@ -809,3 +814,17 @@ def _attribute_path(scope: dict[str, Any], frame: FrameType, path: str) -> Any:
         if value is None:
             return _MISSING
     return value
+
+
+def _remember_scalar(stats: VarStats, value: Any, kind: int) -> None:
+    """A 0-dim tensor or array (a loss) on the CPU: its value joins the history. A GPU one
+    is not read (that would synchronise the device); complex values have no order."""
+    try:
+        if kind == values.TORCH:
+            if value.device.type != "cpu" or value.dtype.is_complex:
+                return
+            stats.remember(float(value.item()))
+        elif getattr(value.dtype, "kind", "") in ("b", "i", "u", "f"):
+            stats.remember(float(value))
+    except Exception:
+        return

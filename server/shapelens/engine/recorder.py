@@ -16,6 +16,9 @@ from shapelens.engine import values
 from shapelens.trace import messages
 
 MAX_SHAPES = 8
+HISTORY_POINTS = 32
+"""A value's history keeps at most this many points: when full, every other one goes and
+later reads are kept half as often (constant memory, the whole run's outline)."""
 
 Message = dict[str, Any]
 
@@ -29,6 +32,9 @@ class VarStats:
         "dtype",
         "file",
         "grad_fn",
+        "history",
+        "history_next",
+        "history_stride",
         "hits",
         "is_argument",
         "line",
@@ -60,6 +66,9 @@ class VarStats:
         self.dim_ranges: list[list[int]] | None = None  # [min, max] per dim, over every read
         self.ndim_varies = False
         self.number: list[Any] | None = None  # a Python number's [last, min, max]
+        self.history: list[float] = []  # scalars: a downsampled outline of the values read
+        self.history_next = 0  # the hit at which the next point is kept
+        self.history_stride = 1
         self.ref: Callable[[], Any] | None = None
         self.is_argument = False  # bound as a function argument (a def line)
         self.next_nonfinite_check = 1
@@ -96,6 +105,21 @@ class VarStats:
             number[2] = value
         return number
 
+    def remember(self, value: float) -> None:
+        """A scalar was read on hit ``self.hits``: keep it when ``history_stride`` hits have
+        passed since the last point kept (points evenly spaced in hits, not in reads);
+        else the latest point becomes this value."""
+        if self.hits < self.history_next:
+            if self.history:
+                self.history[-1] = value  # the last point is always the latest value read
+            return
+        self.history_next = self.hits + self.history_stride
+        history = self.history
+        history.append(value)
+        if len(history) >= HISTORY_POINTS:
+            del history[1::2]
+            self.history_stride *= 2
+
     def to_message(self, hits: int) -> list[Any]:
         return [
             self.file,
@@ -111,6 +135,7 @@ class VarStats:
             self.grad_fn,
             None if self.dim_ranges is None else [list(b) for b in self.dim_ranges],
             None if self.number is None else [_plain_number(v) for v in self.number],
+            [_plain_number(v) for v in self.history] if len(self.history) > 1 else None,
         ]
 
 

@@ -11,6 +11,7 @@ from shapelens.present.shapes import (
     number_text,
     ranged_shape_text,
     shape_text,
+    sparkline,
 )
 from shapelens.trace import TracedLine, TracedVar
 
@@ -31,6 +32,8 @@ def _number_label(var: TracedVar, number: tuple[float, float, float], sampled: b
         text = f"{var.name}={number_text(last)}"
     else:
         text = f"{var.name} {number_range_text(low, high)}"
+    if isinstance(last, float) and (line := sparkline(var.history)):
+        text += f" {line}"  # a float's course (a loss); a counter's ramp says nothing
     return text + (f" {hits_text(var.hits, sampled)}" if var.hits > 1 else "")
 
 
@@ -46,7 +49,10 @@ def var_label(var: TracedVar, sampled: bool = False) -> str:
         shapes = alternatives_text(var.shapes)
     else:
         shapes = shape_text(var.shape)
-    parts = [var.name, shapes, dtype_text(var.dtype)]
+    parts = [var.name, shapes]
+    if var.history and (line := sparkline(var.history)):
+        parts[1:] = [number_text(var.history[-1]), line]  # a scalar (a loss): its course
+    parts.append(dtype_text(var.dtype))
     if var.device is not None:
         parts.append(var.device)
     if var.requires_grad:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shapelens.present.shapes import number_text, ranged_shape_text, shape_text
+from shapelens.present.shapes import number_text, ranged_shape_text, shape_text, sparkline
 from shapelens.trace import TracedVar
 
 SAMPLED_NOTE = (
@@ -23,7 +23,7 @@ def var_table(var: TracedVar, *, born: str | None = None, sampled: bool = False)
         last, low, high = var.number
         rows = [("last", number_text(last)), ("min", number_text(low)), ("max", number_text(high))]
         rows.append(("hits", f"≈{var.hits}" if sampled else str(var.hits)))
-        return _table(var, rows, born, sampled)
+        return _table(var, rows + _course(var), born, sampled)
     rows = [("shape", shape_text(var.shape))]
     if var.shape_varies:
         rows = [("last shape", shape_text(var.shape))]
@@ -48,7 +48,20 @@ def var_table(var: TracedVar, *, born: str | None = None, sampled: bool = False)
                 f"{shape_text(rank.shape)} {rank.dtype} {rank.device} ×{rank.hits}",
             )
         )
-    return _table(var, rows, born, sampled)
+    return _table(var, rows + _course(var), born, sampled)
+
+
+def _course(var: TracedVar) -> list[tuple[str, str]]:
+    """A scalar's history: a larger sparkline, its first and last, its min and max."""
+    history = var.history
+    line = sparkline(history, width=32)
+    if not line:
+        return []
+    return [
+        ("course", line),
+        ("first → last", f"{number_text(history[0])} → {number_text(history[-1])}"),
+        ("min ‥ max", f"{number_text(min(history))} ‥ {number_text(max(history))}"),
+    ]
 
 
 def _table(var: TracedVar, rows: list[tuple[str, str]], born: str | None, sampled: bool) -> str:

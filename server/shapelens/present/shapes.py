@@ -7,6 +7,7 @@ Two spellings of a shape: ``compact`` for hints, tables and listings (``(4,1)``)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 DTYPE_ABBREVIATIONS = {
@@ -67,6 +68,30 @@ def number_text(value: float) -> str:
 def number_range_text(low: float, high: float) -> str:
     """``0‥999``, or ``False‥True``."""
     return f"{number_text(low)}‥{number_text(high)}"
+
+
+SPARK_BARS = "▁▂▃▄▅▆▇█"
+
+
+def sparkline(history: Sequence[float], width: int = 8) -> str:
+    """``█▅▃▂▁▁▁▁``: values over the run, resampled to ``width`` bars (bucket means), scaled
+    from their min to their max; NaN/Inf as ``·``. Empty when there is nothing to draw."""
+    finite = [v for v in history if math.isfinite(v)]
+    if len(history) < 2 or not finite:
+        return ""
+    low, high = min(finite), max(finite)
+    count = min(width, len(history))
+    bars = []
+    for index in range(count):
+        bucket = history[index * len(history) // count : (index + 1) * len(history) // count]
+        values = [v for v in bucket if math.isfinite(v)]
+        if len(values) < len(bucket) or not values:
+            bars.append("·")
+            continue
+        mean = sum(values) / len(values)
+        level = 0 if high == low else round((mean - low) / (high - low) * (len(SPARK_BARS) - 1))
+        bars.append(SPARK_BARS[level])
+    return "".join(bars)
 
 
 def dtype_text(dtype: str | None, *, short: bool = True) -> str:

@@ -16,7 +16,12 @@ from shapelens.trace import (
     TracedVar,
     messages,
 )
-from shapelens.trace.codec import compile_mode_of, finding_from_json, read_number
+from shapelens.trace.codec import (
+    compile_mode_of,
+    finding_from_json,
+    read_number,
+    read_numbers,
+)
 from shapelens.trace.model import CompileMode, RunStatus
 from shapelens.trace.suppression import suppressed
 
@@ -157,6 +162,7 @@ def _var(entry: list[Any]) -> TracedVar:
     _, _, name, type_, shape, dtype, device, requires_grad, hits, shapes, grad_fn = entry[:11]
     ranges = entry[11] if len(entry) > 11 else None  # a child of an older ShapeLens: none
     number = entry[12] if len(entry) > 12 else None
+    history = entry[13] if len(entry) > 13 else None
     return TracedVar(
         name=name,
         type=type_,
@@ -169,6 +175,7 @@ def _var(entry: list[Any]) -> TracedVar:
         grad_fn=grad_fn,
         dim_ranges=None if ranges is None else tuple((int(lo), int(hi)) for lo, hi in ranges),
         number=None if number is None else read_number(number),
+        history=() if history is None else read_numbers(history),
     )
 
 

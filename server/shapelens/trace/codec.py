@@ -44,6 +44,11 @@ def read_number(values: Any) -> tuple[float, float, float]:
     return last, low, high
 
 
+def read_numbers(values: Any) -> tuple[float, ...]:
+    """Numbers from JSON, where NaN and infinities are the strings nan/inf/-inf."""
+    return tuple(float(v) if isinstance(v, str) else v for v in values)
+
+
 def _json_number(value: float) -> Any:
     return str(value) if isinstance(value, float) and not math.isfinite(value) else value
 
@@ -67,6 +72,8 @@ def var_to_json(var: TracedVar) -> dict[str, Any]:
         out["grad_fn"] = var.grad_fn
     if var.number is not None:
         out["number"] = [_json_number(v) for v in var.number]
+    if var.history:
+        out["history"] = [_json_number(v) for v in var.history]
     if var.dim_ranges is not None and var.shape_varies:
         out["dim_ranges"] = [list(bounds) for bounds in var.dim_ranges]
     if var.ranks:
@@ -265,6 +272,7 @@ def trace_from_json(data: Any) -> Trace:
                             grad_fn=v.get("grad_fn"),
                             dim_ranges=_ranges(v.get("dim_ranges")),
                             number=None if "number" not in v else read_number(v["number"]),
+                            history=read_numbers(v.get("history", ())),
                             ranks=tuple(
                                 RankValue(
                                     rank=int(r["rank"]),

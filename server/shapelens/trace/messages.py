@@ -3,7 +3,7 @@
   hello     {python, pid}                      first message
   lines     {entries: [[file, line, hits], ...]}                 absolute counts, idempotent
   vars      {entries: [[file, line, name, type, shape, dtype, device, requires_grad,
-                        hits, shapes, grad_fn, dim_ranges, number], ...]}  absolute
+                        hits, shapes, grad_fn, dim_ranges, number, history], ...]}
   sampled   {entries: [[file, line], ...]}     every line whose events were switched off
   findings  {entries: [finding, ...]}          appended
   compile   {mode}                             how torch.compile regions ran ("eager", ...)
@@ -41,7 +41,7 @@ RESULTS: Final = frozenset({LINES, VARS, FINDINGS})
 
 VAR_FIELDS: Final = (
     "file", "line", "name", "type", "shape", "dtype", "device", "requires_grad", "hits",
-    "shapes", "grad_fn", "dim_ranges", "number",
+    "shapes", "grad_fn", "dim_ranges", "number", "history",
 )  # fmt: skip
 """The order of a ``vars`` entry's fields."""
 

@@ -44,6 +44,8 @@ class TracedVar:
     """Each dim's (min, max) over every shape read; None when the number of dims varied."""
     number: tuple[float, float, float] | None = None
     """A Python int, float or bool: (last, min, max) of the values read."""
+    history: tuple[float, ...] = ()
+    """A scalar's values (a Python number, a 0-dim CPU tensor) over the run, downsampled."""
     ranks: tuple[RankValue, ...] = ()
     """Per-rank values of a distributed run (empty for a single process)."""
 
