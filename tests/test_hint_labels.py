@@ -228,3 +228,47 @@ def test_hover_of_a_course() -> None:
     hover = var_table(loss)
     assert "| course | `█▄▃▂▁▁▁▁▁▁` |" in hover
     assert "| first → last | `25.8 → 2.2` |" in hover and "| min ‥ max | `2.2 ‥ 25.8` |" in hover
+
+
+ATTENTION = """
+import torch
+
+n_head = 4
+for T in (3, 8):
+    x = torch.zeros(2, T, 16)
+    B, T, C = x.size()
+    k = x.view(B, T, n_head, C // n_head).transpose(1, 2)
+"""
+
+
+async def test_hover_names_each_dim_after_the_names_it_came_from(lsp) -> None:  # type: ignore[no-untyped-def]
+    from lsprotocol import types
+
+    pytest.importorskip("torch")
+    path, uri = lsp.write("attention.py", ATTENTION)
+    lsp.open(path)
+    assert (await lsp.run(uri))["status"] == "ok"
+    line = line_of(path, "k = x.view") - 1
+    hover = await lsp.client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line, 4),
+        )
+    )
+    assert hover is not None
+    text = hover.contents.value  # type: ignore[union-attr]
+    # transpose(1, 2) moved n_head before T; the range of T spans both runs of the loop
+    assert "| dims | `(B=2, n_head=4, T=3‥8, C // n_head=4)` |" in text, text
+    assert (await lsp.hints(uri))[line].startswith("k (2,4,3‥8,4) f32 cpu")
+
+
+def test_dim_names_follow_views_transposes_and_permutes() -> None:
+    from shapelens.present.dim_names import dim_names
+
+    statement = "q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)"
+    assert dim_names(statement, "q", 4) == ("B", "n_head", "T", "C // n_head")
+    assert dim_names("x = torch.zeros((B, T), dtype=torch.long)", "x", 2) == ("B", "T")
+    assert dim_names("y = att.reshape(B, -1, C).permute(0, 2, 1)", "y", 3) == ("B", "C", None)
+    assert dim_names("y = att.view(B, T, C)", "y", 2) is None  # the count does not match
+    assert dim_names("y = model(x)", "y", 2) is None
+    assert dim_names("x = torch.zeros(4, 3)", "x", 2) is None  # literals name nothing

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from shapelens.present.shapes import number_text, ranged_shape_text, shape_text, sparkline
 from shapelens.trace import TracedVar
 
@@ -18,17 +20,26 @@ def hits_text(hits: int, sampled: bool) -> str:
     return f"×{hits}" + ("+" if sampled else "")
 
 
-def var_table(var: TracedVar, *, born: str | None = None, sampled: bool = False) -> str:
+def var_table(
+    var: TracedVar,
+    *,
+    born: str | None = None,
+    sampled: bool = False,
+    dims: Sequence[str | None] | None = None,
+) -> str:
+    """The details of ``var``; ``dims``: the name each dim came from (``B``, ``T``, …)."""
     if var.number is not None:
         last, low, high = var.number
         rows = [("last", number_text(last)), ("min", number_text(low)), ("max", number_text(high))]
         rows.append(("hits", f"≈{var.hits}" if sampled else str(var.hits)))
         return _table(var, rows + _course(var), born, sampled)
-    rows = [("shape", shape_text(var.shape))]
+    named = dims is not None and var.shape is not None and len(dims) == len(var.shape)
+    names = dims if named else None
+    rows = [("shape", shape_text(var.shape, python=named, names=names))]
     if var.shape_varies:
         rows = [("last shape", shape_text(var.shape))]
         if var.dim_ranges is not None:
-            rows.append(("dims", ranged_shape_text(var.dim_ranges)))
+            rows.append(("dims", ranged_shape_text(var.dim_ranges, names)))
     rows += [
         ("dtype", var.dtype or "—"),
         ("device", var.device or "—"),

@@ -43,9 +43,15 @@ def shape_text(
     return "(" + (", " if python else ",").join(dims) + ")"
 
 
-def ranged_shape_text(ranges: Sequence[tuple[int, int]]) -> str:
-    """``(2,1‥5,6)``: a shape whose dims varied, each varying dim as ``min‥max``."""
+def ranged_shape_text(
+    ranges: Sequence[tuple[int, int]], names: Sequence[str | None] | None = None
+) -> str:
+    """``(2,1‥5,6)``: a shape whose dims varied, each varying dim as ``min‥max``; with
+    ``names``: ``(B=2, T=1‥5, C=6)``."""
     dims = [str(lo) if lo == hi else f"{lo}‥{hi}" for lo, hi in ranges]
+    if names is not None:
+        dims = [d if n is None else f"{n}={d}" for d, n in zip(dims, names, strict=False)]
+        return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
     if len(dims) == 1:
         return f"({dims[0]},)"
     return "(" + ",".join(dims) + ")"

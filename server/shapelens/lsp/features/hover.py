@@ -8,8 +8,10 @@ from pygls.workspace import TextDocument
 from shapelens.lsp.features.lookup import binding_near
 from shapelens.lsp.features.text import end_of_line, line_text
 from shapelens.lsp.results import FileView
+from shapelens.present.dim_names import dim_names
 from shapelens.present.findings import SEVERITY_MARKS, finding_message, mentions
 from shapelens.present.markdown import var_table
+from shapelens.trace import TracedVar
 
 _LINE_KEYWORDS = {"def", "return", "yield", "class", "for", "with", ""}
 
@@ -35,8 +37,12 @@ def hover_for(
         entries = [
             v for v in traced.vars if v.name == word or v.name.startswith((word + "[", word + "."))
         ]
-        born = f"line {bound_line + 1}: `{line_text(lines, bound_line).strip()}`"
-        sections += [var_table(v, born=born, sampled=traced.sampled) for v in entries or [var]]
+        statement = line_text(lines, bound_line).strip()
+        born = f"line {bound_line + 1}: `{statement}`"
+        sections += [
+            var_table(v, born=born, sampled=traced.sampled, dims=_dims(statement, v))
+            for v in entries or [var]
+        ]
         findings_line = bound_line
     elif line in view.lines:
         traced = view.lines[line]
@@ -57,3 +63,10 @@ def hover_for(
             kind=types.MarkupKind.Markdown, value="\n\n---\n\n".join(sections)
         )
     )
+
+
+def _dims(statement: str, var: TracedVar) -> tuple[str | None, ...] | None:
+    """The names behind ``var``'s dims, when its statement built the shape from names."""
+    if var.shape is None:
+        return None
+    return dim_names(statement, var.name, len(var.shape))
