@@ -26,7 +26,7 @@ from shapelens.engine.values import (
     dtype_name,
     kind_of,
 )
-from shapelens.present.shapes import dtype_text, shape_text
+from shapelens.present.shapes import metadata_text
 
 PREVIEW_VALUES = 100
 """The most values a preview reads (from the start of the flattened tensor)."""
@@ -40,16 +40,12 @@ Child = tuple[str, Any, "str | Callable[[str], str] | None"]
 def tensor_label(value: Any) -> str:
     """``(5,3) f32 cpu grad``: shape, dtype, device and requires_grad, from metadata."""
     try:
-        shape = shape_text(tuple(int(d) for d in value.shape))
+        shape: tuple[int, ...] | None = tuple(int(d) for d in value.shape)
     except Exception:
-        shape = "(?)"
-    parts = [shape, dtype_text(dtype_name(getattr(value, "dtype", None)))]
-    device = device_name(getattr(value, "device", None))
-    if device:
-        parts.append(device)
-    if getattr(value, "requires_grad", False) is True:
-        parts.append("grad")
-    return " ".join(p for p in parts if p)
+        shape = None
+    dtype = dtype_name(getattr(value, "dtype", None))
+    text = metadata_text(shape, dtype, device_name(getattr(value, "device", None)), short=True)
+    return text + " grad" if getattr(value, "requires_grad", False) is True else text
 
 
 def is_tensor_like(value: Any) -> bool:

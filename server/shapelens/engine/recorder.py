@@ -7,7 +7,6 @@ one :class:`VarStats` in place. Raw metadata objects (``torch.Size``, ``torch.dt
 
 from __future__ import annotations
 
-import math
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -134,8 +133,8 @@ class VarStats:
             [[int(d) for d in s] for s in self.shapes],
             self.grad_fn,
             None if self.dim_ranges is None else [list(b) for b in self.dim_ranges],
-            None if self.number is None else [_plain_number(v) for v in self.number],
-            [_plain_number(v) for v in self.history] if len(self.history) > 1 else None,
+            None if self.number is None else [messages.json_number(v) for v in self.number],
+            [messages.json_number(v) for v in self.history] if len(self.history) > 1 else None,
         ]
 
 
@@ -291,10 +290,3 @@ def weak(value: Any) -> Callable[[], Any] | None:
         return weakref.ref(value)
     except TypeError:
         return None
-
-
-def _plain_number(value: Any) -> Any:
-    """A number JSON carries: NaN and infinities as the strings ``nan``, ``inf``, ``-inf``."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return value

@@ -16,12 +16,7 @@ from shapelens.trace import (
     TracedVar,
     messages,
 )
-from shapelens.trace.codec import (
-    compile_mode_of,
-    finding_from_json,
-    read_number,
-    read_numbers,
-)
+from shapelens.trace.codec import compile_mode_of, finding_from_json, read_number
 from shapelens.trace.model import CompileMode, RunStatus
 from shapelens.trace.suppression import suppressed
 
@@ -175,7 +170,7 @@ def _var(entry: list[Any]) -> TracedVar:
         grad_fn=grad_fn,
         dim_ranges=None if ranges is None else tuple((int(lo), int(hi)) for lo, hi in ranges),
         number=None if number is None else read_number(number),
-        history=() if history is None else read_numbers(history),
+        history=() if history is None else messages.read_numbers(history),
     )
 
 

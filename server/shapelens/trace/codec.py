@@ -6,12 +6,12 @@ load: each finding keeps its message as ``note`` and its ``related`` locations."
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from shapelens.trace.messages import json_number, read_numbers
 from shapelens.trace.model import (
     CompileMode,
     ExceptionInfo,
@@ -39,18 +39,9 @@ def _shape(value: Any) -> tuple[int, ...] | None:
 
 
 def read_number(values: Any) -> tuple[float, float, float]:
-    """(last, min, max) from JSON, where NaN and infinities are the strings nan/inf/-inf."""
-    last, low, high = (float(v) if isinstance(v, str) else v for v in values)
+    """A number's (last, min, max), written by ``messages.json_number``."""
+    last, low, high = read_numbers(values)
     return last, low, high
-
-
-def read_numbers(values: Any) -> tuple[float, ...]:
-    """Numbers from JSON, where NaN and infinities are the strings nan/inf/-inf."""
-    return tuple(float(v) if isinstance(v, str) else v for v in values)
-
-
-def _json_number(value: float) -> Any:
-    return str(value) if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def _ranges(value: Any) -> tuple[tuple[int, int], ...] | None:
@@ -71,9 +62,9 @@ def var_to_json(var: TracedVar) -> dict[str, Any]:
     if var.grad_fn is not None:
         out["grad_fn"] = var.grad_fn
     if var.number is not None:
-        out["number"] = [_json_number(v) for v in var.number]
+        out["number"] = [json_number(v) for v in var.number]
     if var.history:
-        out["history"] = [_json_number(v) for v in var.history]
+        out["history"] = [json_number(v) for v in var.history]
     if var.dim_ranges is not None and var.shape_varies:
         out["dim_ranges"] = [list(bounds) for bounds in var.dim_ranges]
     if var.ranks:

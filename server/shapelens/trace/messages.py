@@ -22,6 +22,7 @@ must not import the runner. Standard library only: the child imports it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, Final, Literal, TypedDict
 
@@ -109,6 +110,18 @@ class End(TypedDict):
 
 
 Message = Hello | Lines | Vars | Sampled | Findings | Compile | Debug | Error | Stopped | End
+
+
+def json_number(value: Any) -> Any:
+    """A number JSON carries: NaN and infinities as the strings ``nan``, ``inf``, ``-inf``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return value
+
+
+def read_numbers(values: Any) -> tuple[float, ...]:
+    """Numbers written by :func:`json_number`, back as numbers."""
+    return tuple(float(v) if isinstance(v, str) else v for v in values)
 
 
 def hello(*, python: str, pid: int) -> Hello:
