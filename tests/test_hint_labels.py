@@ -108,7 +108,13 @@ def test_numbers_show_their_value_or_their_range(script, tmp_path: Path) -> None
     assert hint('best = float("inf")') == "best=inf"  # a Python inf is never a finding
     assert hint("total = 0.0") == "total=0.0"
     assert hint("for i in range(1000):") == "i 0‥999 ×1001"
-    assert hint("total += i * 0.5").startswith("total 0.0‥2.4")  # 2.4975e5 at most
+    if sys.version_info >= (3, 12):
+        # Switched off once stable (sampled, ×N+): the range is over the values read before
+        # that and at re-arms (every 0.2 s; this loop is shorter), not the whole loop.
+        assert hint("total += i * 0.5").startswith("total 0.0‥")
+        assert hint("total += i * 0.5").endswith("×1000+")
+    else:
+        assert hint("total += i * 0.5").startswith("total 0.0‥2.4")  # 2.4975e5 at most
     # Constant for its first 500 hits: switched off on 3.12+ (an estimated count), and its
     # last value read when the frame ended.
     estimated = "+" if sys.version_info >= (3, 12) else ""
@@ -119,7 +125,9 @@ def test_numbers_show_their_value_or_their_range(script, tmp_path: Path) -> None
     # A hot line's numbers are read as its shapes are: densely at first, then 1 hit in 13
     # (the last value at the frame's end when only this line stores the name).
     total = run.var(main, line_of(main, "total +="), "total")
-    assert total["number"][1] == 0.0 and 240_000 <= total["number"][2] <= 249_750
+    assert total["number"][1] == 0.0 and total["number"][2] <= 249_750
+    if sys.version_info < (3, 12):
+        assert total["number"][2] >= 240_000
     counter = run.var(main, line_of(main, "for i in"), "i")
     assert counter["number"] == [999, 0, 999]  # the loop's last value, read when it ended
 
@@ -212,7 +220,12 @@ def test_scalars_show_their_course_as_a_sparkline(script, tmp_path: Path) -> Non
     assert history[0] == pytest.approx(10.5) and history[-1] < history[0]
     assert history == sorted(history, reverse=True)  # the course, in order
     line = next(row for row in run.stderr.splitlines() if "loss = (w - 1.0)" in row)
-    assert line.endswith("loss 1.5 ▆▂▁▁▁▁▁▁ f32 cpu grad ×500"), line  # stalls near 1.5
+    # The latest value is the last one (read when the frame ends, also on 3.12+ where the
+    # stable line is switched off and its course comes from its first hits and re-arms).
+    if sys.version_info >= (3, 12):
+        assert " loss 1.5 " in line and line.endswith(" f32 cpu grad ×500+"), line
+    else:
+        assert line.endswith("loss 1.5 ▆▂▁▁▁▁▁▁ f32 cpu grad ×500"), line  # stalls near 1.5
     running = run.var(main, line_of(main, "running = 0.9"), "running")
     assert len(running["history"]) >= 2
     ghost = run.var(main, line_of(main, "ghost ="), "ghost")

@@ -55,7 +55,6 @@ class CodeInfo:
         "switched_off",
         "target_stores",
         "unique_stores",
-        "varying_numbers",
         "yield_offsets",
     )
 
@@ -115,9 +114,6 @@ class CodeInfo:
         self.unique_stores = frozenset(
             line for line, stored in stores.items() if all(owners[n] == 1 for n in stored)
         )
-        # Statements that bound a Python number whose value changed: never switched off
-        # (sys.monitoring), so the range a hint shows spans the run, not its first hits.
-        self.varying_numbers: set[int] = set()
         # Metadata sampling (see FrameEvents): the hit at which each statement is read next,
         # and until which hit it is read on every hit.
         self.capture_at: dict[int, int] = {}

@@ -282,8 +282,6 @@ class FrameEvents:
         counter = info.counter_of.get(statement)
         if counter is None or count <= DENSE_HITS or statement in info.loop_headers:
             return False
-        if statement in info.varying_numbers:
-            return False  # `running_loss += loss.item()`: its range needs its hits
         if statement in info.stores and info.capture_at.get(statement, 0) <= count + 1:
             return False  # read on its next hits: something changed lately
         info.switched_off[statement] = generation
@@ -451,10 +449,8 @@ class FrameEvents:
         if kind == values.NUMBER:
             # Only a new type counts as a change: a counter's every value would keep the
             # line read densely. Values are never checked for NaN/Inf (`best = float("inf")`).
-            number = stats.note_number(value)
+            stats.note_number(value)
             stats.remember(value)
-            if number[1] != number[2]:
-                info.varying_numbers.add(line)
             return changed
         dtype, device = stats.dtype, stats.device
         try:
@@ -476,8 +472,6 @@ class FrameEvents:
             shape = None  # nested tensors and odd objects: keep what could be read
         if shape is not None and not shape:
             _remember_scalar(stats, value, kind)
-            if len(set(stats.history[:2])) > 1:
-                info.varying_numbers.add(line)  # a loss's course needs its hits (3.12+)
         if shape != stats.shape:
             stats.shape = shape
             shapes = stats.shapes
