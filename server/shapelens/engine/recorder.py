@@ -90,19 +90,17 @@ class VarStats:
             elif dim > bounds[1]:
                 bounds[1] = int(dim)
 
-    def note_number(self, value: float) -> list[Any]:
-        """A Python number was read: the last one, and the range of every one read.
-        Returns ``[last, min, max]``."""
+    def note_number(self, value: float) -> None:
+        """A Python number was read: the last one, and the range of every one read."""
         number = self.number
         if number is None:
-            number = self.number = [value, value, value]
-            return number
+            self.number = [value, value, value]
+            return
         number[0] = value
         if value < number[1]:
             number[1] = value
         elif value > number[2]:
             number[2] = value
-        return number
 
     def remember(self, value: float) -> None:
         """A scalar was read on hit ``self.hits``: keep it when ``history_stride`` hits have
