@@ -31,7 +31,8 @@ def test_messages_keep_their_wire_keys() -> None:
 
 
 def test_what_the_child_sends_the_builder_reads() -> None:
-    var = ["a.py", 3, "x", "Tensor", [2, 3], "float32", "cpu", False, 2, [[2, 3]]] + [None] * 4
+    var = ["a.py", 3, "x", "Tensor", [2, 3], "float32", "cpu", True, 3, [[2, 3], [2, 1]]]
+    var += [None, [[2, 2], [1, 3]], None, None, [2, 1], True]
     assert len(var) == len(messages.VAR_FIELDS)
     loss = [
         "a.py",
@@ -48,6 +49,8 @@ def test_what_the_child_sends_the_builder_reads() -> None:
         None,
         ["nan", 0.5, "inf"],
         [0.5, "nan"],
+        None,
+        False,
     ]
     sent: list[messages.Message] = [
         messages.hello(python="3.12.1", pid=7),
@@ -88,6 +91,9 @@ def test_what_the_child_sends_the_builder_reads() -> None:
         ("x", (2, 3), "float32"),
         ("loss", None, None),
     ]
+    x = line.vars[0]
+    assert (x.shapes, x.shape_hits, x.grad_varied) == (((2, 3), (2, 1)), (2, 1), True)
+    assert (line.vars[1].shape_hits, line.vars[1].grad_varied) == ((), False)
     last, low, high = line.vars[1].number or (0.0, 0.0, 0.0)
     assert last != last and (low, high) == (0.5, float("inf"))  # NaN and Inf survive JSON
     first, latest = line.vars[1].history

@@ -64,7 +64,7 @@ def test_listing_quiet_and_colour(script, tmp_path: Path) -> None:  # type: igno
         """
     )
     loud = run_cli("main.py", cwd=tmp_path)
-    assert "a = np.zeros(3)" in loud.stderr and "a (3,) f64 cpu" in loud.stderr
+    assert "a = np.zeros(3)" in loud.stderr and "a (3,)" in loud.stderr
     assert "\x1b[" not in loud.stderr  # not a terminal: no colour
     coloured = run_cli("--color", "main.py", cwd=tmp_path)
     assert "\x1b[" in coloured.stderr

@@ -15,6 +15,7 @@ from shapelens.lsp.features.trace_updates import trace_update_for
 from shapelens.lsp.results import ResultStore
 from shapelens.lsp.settings import Settings
 from shapelens.lsp.shown import ShownFile
+from shapelens.present.labels import HintStyle
 from shapelens.trace import Finding, RelatedLocation, Trace, TracedLine, TracedVar
 
 MAIN = ("import numpy as np\n", "x = np.zeros((4, 1))\n", "y = x - np.zeros(4)\n")
@@ -80,11 +81,11 @@ def test_trace_update_hover_and_hints_follow_the_document() -> None:
     view = store.view("/w/main.py", 2, document.lines)
     assert view is not None
 
-    update = trace_update_for(view, document)
-    labels = [(2, "x (4,1) f64 cpu"), (3, "y (4,4) f64 cpu")]  # one line down: the comment
+    update = trace_update_for(view, document, HintStyle())
+    labels = [(2, "x (4,1)"), (3, "y (4,4)")]  # one line down: the comment
     assert [(e["line"], e["label"]) for e in update["lines"]] == labels
     assert update["lines"][1]["findings"][0]["kind"] == "broadcast"
-    assert trace_update_for(None, document)["lines"] == []
+    assert trace_update_for(None, document, HintStyle())["lines"] == []
 
     hover = hover_for(view, document, types.Position(line=3, character=8))
     assert hover is not None and "(4, 1)" in str(hover.contents)

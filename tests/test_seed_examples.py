@@ -47,7 +47,10 @@ def test_example_2_broadcast_in_the_training_loop(tmp_path: Path) -> None:
     assert "(4,)" in broadcast["message"] and "(4, 1)" in broadcast["message"]
     assert "(4, 4)" in broadcast["message"]
     # The listing shows it at the line, the script's own output passed through untouched.
-    assert "squared_diff (4,4) f32 cpu grad ×10" in run.stderr
+    diff_row = next(row for row in run.stderr.splitlines() if "squared_diff = (y" in row)
+    assert diff_row.endswith("squared_diff (4,4)"), diff_row  # compact: the loop says ×10
+    pred_row = next(row for row in run.stderr.splitlines() if "pred = model(x)" in row)
+    assert pred_row.endswith("pred (4,1) grad"), pred_row  # gained from the weights
     assert "⚠ broadcast" in run.stderr
     assert len(run.stdout.splitlines()) == 10
 

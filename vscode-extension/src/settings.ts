@@ -1,10 +1,13 @@
 // Typed extension settings (`shapelens.*`); invalid values fall back to defaults with a note.
 
 export type DisplayMode = "decorations" | "inlayHints";
+export type HintFormat = "compact" | "full";
 
 export interface Settings {
   displayMode: DisplayMode;
   maxHintLength: number;
+  hintFormat: HintFormat;
+  coverage: boolean;
   interpreter: string;
   extraArgs: string[];
   extraEnv: Record<string, string>;
@@ -15,6 +18,8 @@ export interface Settings {
 export const DEFAULTS: Settings = {
   displayMode: "decorations",
   maxHintLength: 80,
+  hintFormat: "compact",
+  coverage: false,
   interpreter: "",
   extraArgs: [],
   extraEnv: {},
@@ -41,6 +46,8 @@ export function readSettings(get: Getter): { settings: Settings; problems: strin
   const settings: Settings = {
     displayMode: pick("displayMode", DEFAULTS.displayMode, (v): v is DisplayMode => v === "decorations" || v === "inlayHints"),
     maxHintLength: pick("maxHintLength", DEFAULTS.maxHintLength, (v): v is number => Number.isInteger(v) && (v as number) >= 10),
+    hintFormat: pick("hintFormat", DEFAULTS.hintFormat, (v): v is HintFormat => v === "compact" || v === "full"),
+    coverage: pick("coverage", DEFAULTS.coverage, isBool),
     interpreter: pick("interpreter", DEFAULTS.interpreter, (v): v is string => typeof v === "string"),
     extraArgs: pick("extraArgs", DEFAULTS.extraArgs, (v): v is string[] => Array.isArray(v) && v.every((a) => typeof a === "string")),
     extraEnv: pick("extraEnv", DEFAULTS.extraEnv, (v): v is Record<string, string> =>
@@ -72,6 +79,8 @@ export function serverSettings(settings: Settings, interpreter: string): { shape
       },
       nonfiniteOnGpu: settings.findings.nonfiniteOnGpu,
       maxHintLength: Math.min(settings.maxHintLength, 200),
+      hintFormat: settings.hintFormat,
+      coverage: settings.coverage,
     },
   };
 }

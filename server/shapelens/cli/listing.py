@@ -7,8 +7,7 @@ import os
 from collections.abc import Iterable
 
 from shapelens.present.findings import SEVERITY_MARKS, finding_detail, related_locations
-from shapelens.present.labels import line_label
-from shapelens.present.markdown import hits_text
+from shapelens.present.labels import DEFAULT_STYLE, FileHints, HintStyle, RunUsual, run_usual
 from shapelens.trace import Finding, Trace, TracedLine
 
 _GAP = 3  # unexecuted runs longer than this are folded into one "⋮" line
@@ -34,14 +33,17 @@ class _Style:
         return self._wrap("1", text)
 
 
-def render_listing(trace: Trace, *, color: bool, cwd: str | None = None) -> str:
-    style = _Style(color)
+def render_listing(
+    trace: Trace, *, color: bool, cwd: str | None = None, style: HintStyle = DEFAULT_STYLE
+) -> str:
+    colors = _Style(color)
     cwd = cwd or os.getcwd()
+    usual = run_usual(trace.lines)
     out: list[str] = []
     files = _ordered_files(trace)
     for file in files:
-        out.extend(_render_file(trace, file, style, cwd))
-    out.append(_summary(trace, style))
+        out.extend(_render_file(trace, file, colors, cwd, usual, style))
+    out.append(_summary(trace, colors))
     return "\n".join(out) + "\n"
 
 
@@ -51,9 +53,12 @@ def _ordered_files(trace: Trace) -> list[str]:
     return sorted(files, key=lambda f: (f != script, f))
 
 
-def _render_file(trace: Trace, file: str, style: _Style, cwd: str) -> Iterable[str]:
+def _render_file(
+    trace: Trace, file: str, style: _Style, cwd: str, usual: RunUsual, hint_style: HintStyle
+) -> Iterable[str]:
     source = linecache.getlines(file)
     traced: dict[int, TracedLine] = {line.line: line for line in trace.lines_of(file)}
+    hints = FileHints(traced, source, usual)
     findings: dict[int, list[Finding]] = {}
     for finding in trace.findings_of(file):
         findings.setdefault(finding.line, []).append(finding)
@@ -76,9 +81,7 @@ def _render_file(trace: Trace, file: str, style: _Style, cwd: str) -> Iterable[s
         yield from _unfold(folded, width, style)
         folded = []
         line = traced.get(number)
-        label = line_label(line) if line is not None else ""
-        if line is not None and not label and line.hits > 1:
-            label = hits_text(line.hits, line.sampled)
+        label = hints.label(line, hint_style) if line is not None else ""
         pad = " " * max(1, code_width - len(code) + 2)
         yield gutter + code + (pad + style.hint(label) if label else "")
         for finding in findings.get(number, []):

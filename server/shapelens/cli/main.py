@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from shapelens import __version__
 from shapelens.cli.listing import render_listing
 from shapelens.engine.findings import FindingsConfig
+from shapelens.present.labels import HINT_FORMATS, HintStyle
 from shapelens.runner import RunRequest, UsageError, run_traced
 from shapelens.trace import write_trace
 
@@ -120,6 +121,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--debug",
         action="store_true",
         help="start debugpy on 127.0.0.1 and wait for a DAP client before running",
+    )
+    run.add_argument(
+        "--hints",
+        choices=HINT_FORMATS,
+        default="compact",
+        help="compact: dtype, device, grad and counts only where they are news (default); "
+        "full: everything on every line",
+    )
+    run.add_argument(
+        "--coverage",
+        action="store_true",
+        help="also show how often lines that bound no value ran",
     )
     color = run.add_mutually_exclusive_group()
     color.add_argument(
@@ -298,7 +311,8 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
             return 2
     if not options.quiet:
         color = options.color if options.color is not None else _wants_color()
-        sys.stderr.write(render_listing(trace, color=color))
+        style = HintStyle(format=options.hints, coverage=options.coverage)
+        sys.stderr.write(render_listing(trace, color=color, style=style))
     return trace.exit_code
 
 

@@ -457,7 +457,10 @@ class FrameEvents:
             if kind == values.TORCH:
                 stats.dtype = value.dtype
                 stats.device = value.device
-                requires_grad = stats.requires_grad = value.requires_grad
+                requires_grad = value.requires_grad
+                if requires_grad is not stats.requires_grad and stats.requires_grad is not None:
+                    stats.grad_varied = True  # trained and evaluated: neither is the story
+                stats.requires_grad = requires_grad
                 if requires_grad:
                     grad_fn = value.grad_fn
                     stats.grad_fn = None if grad_fn is None else type(grad_fn).__name__
@@ -481,6 +484,7 @@ class FrameEvents:
                 changed = True
                 if len(shapes) < MAX_SHAPES:
                     shapes.append(shape)
+            stats.count_shape(shapes.index(shape) if shape in shapes else -1)
         if dtype != stats.dtype or device != stats.device:
             changed = True
         if tp not in self._unweakrefable:

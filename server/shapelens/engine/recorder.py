@@ -31,6 +31,7 @@ class VarStats:
         "dtype",
         "file",
         "grad_fn",
+        "grad_varied",
         "history",
         "history_next",
         "history_stride",
@@ -45,6 +46,9 @@ class VarStats:
         "requires_grad",
         "sent_hits",
         "shape",
+        "shape_hits",
+        "shape_index",
+        "shape_since",
         "shapes",
         "type",
     )
@@ -62,6 +66,10 @@ class VarStats:
         self.requires_grad: bool | None = None
         self.grad_fn: str | None = None
         self.shapes: list[Any] = []
+        self.shape_hits: list[int] = []  # per distinct shape: hits before its latest run
+        self.shape_index = -1  # the current shape's place in ``shapes`` (-1: not kept)
+        self.shape_since = 0  # hits before the current shape's run began
+        self.grad_varied = False  # requires_grad was True on some reads, False on others
         self.dim_ranges: list[list[int]] | None = None  # [min, max] per dim, over every read
         self.ndim_varies = False
         self.number: list[Any] | None = None  # a Python number's [last, min, max]
@@ -89,6 +97,25 @@ class VarStats:
                 bounds[0] = int(dim)
             elif dim > bounds[1]:
                 bounds[1] = int(dim)
+
+    def count_shape(self, index: int) -> None:
+        """The shape changed on this hit to ``shapes[index]``: the run of the previous one
+        ended on the hit before (counted per run of equal shapes, not per read)."""
+        ended = self.hits - 1
+        previous = self.shape_index
+        if previous >= 0:
+            self.shape_hits[previous] += ended - self.shape_since
+        while len(self.shape_hits) < len(self.shapes):
+            self.shape_hits.append(0)
+        self.shape_index = index
+        self.shape_since = ended
+
+    def shape_counts(self, hits: int) -> list[int]:
+        """Hits per distinct shape, ``hits`` (with estimates) ending the current run."""
+        counts = list(self.shape_hits)
+        if self.shape_index >= 0:
+            counts[self.shape_index] += hits - self.shape_since
+        return counts
 
     def note_number(self, value: float) -> None:
         """A Python number was read: the last one, and the range of every one read."""
@@ -133,6 +160,8 @@ class VarStats:
             None if self.dim_ranges is None else [list(b) for b in self.dim_ranges],
             None if self.number is None else [messages.json_number(v) for v in self.number],
             [messages.json_number(v) for v in self.history] if len(self.history) > 1 else None,
+            self.shape_counts(hits) if len(self.shapes) > 1 else None,
+            self.grad_varied,
         ]
 
 

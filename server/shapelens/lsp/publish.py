@@ -22,4 +22,6 @@ def publish_file(server: ShapeLensServer, path: str) -> None:
         )
     )
     if file.document is not None:
-        server.notify(TRACE_UPDATED, trace_update_for(file.view, file.document))
+        server.notify(
+            TRACE_UPDATED, trace_update_for(file.view, file.document, server.settings.hint_style)
+        )

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from shapelens.lsp.line_mapping import map_lines
+from shapelens.present.labels import FileHints, run_usual
 from shapelens.trace import ExceptionInfo, Finding, Trace, TracedLine
 
 
@@ -23,6 +24,8 @@ class FileResults:
     lines: dict[int, TracedLine]  # 1-based line that ran
     findings: tuple[Finding, ...]
     exception: ExceptionInfo | None
+    hints: FileHints = field(repr=False)
+    """The labels of ``lines`` (they leave out what the run's usual dtype/device says)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,16 +59,19 @@ class ResultStore:
         files = set(trace.files) | {f.file for f in trace.findings} | set(sources)
         if trace.exception is not None and trace.exception.file:
             files.add(trace.exception.file)
+        usual = run_usual(trace.lines)
         dropped = [p for p, r in self._files.items() if r.owner == owner and p not in files]
         for path in dropped:
             del self._files[path]
         for path in files:
+            lines = {line.line: line for line in trace.lines_of(path)}
             self._files[path] = FileResults(
                 path=path,
                 owner=owner,
                 run=self._updates,
                 source=sources.get(path, ()),
-                lines={line.line: line for line in trace.lines_of(path)},
+                lines=lines,
+                hints=FileHints(lines, sources.get(path, ()), usual),
                 findings=tuple(trace.findings_of(path)),
                 exception=trace.exception
                 if trace.exception is not None and trace.exception.file == path

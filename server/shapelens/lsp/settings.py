@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-HINT_FORMATS = ("compact", "full")
-
+from shapelens.present.labels import HINT_FORMATS, HintStyle
 
 FINDING_GROUPS = ("broadcast", "mismatch", "nonfinite", "warnings")
 """The kinds of finding a setting turns on and off (``shapelens.findings.<kind>``)."""
@@ -26,10 +25,17 @@ class Settings:
     nonfinite_max_elements: int = 1_000_000
     nonfinite_on_gpu: bool = False
     hint_format: str = "compact"
+    """``compact``: dtype, device, grad and counts only where they are news; ``full``."""
+    coverage: bool = False
+    """Lines that bound no value show how often they ran."""
     max_hint_length: int = 43
     """VS Code truncates inlay hints at 43 characters by default."""
     keep_compile: bool = False
     """``shapelens.compile``: keep torch.compile (no hints inside compiled functions)."""
+
+    @property
+    def hint_style(self) -> HintStyle:
+        return HintStyle(format=self.hint_format, coverage=self.coverage)
 
 
 _CAMEL = {
@@ -55,7 +61,7 @@ def _valid(name: str, value: Any) -> bool:
         return value is None or (
             isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
         )
-    if name in (*FINDING_GROUPS, "nonfinite_on_gpu", "keep_compile"):
+    if name in (*FINDING_GROUPS, "nonfinite_on_gpu", "keep_compile", "coverage"):
         return isinstance(value, bool)
     if name in ("nonfinite_max_elements", "max_hint_length"):
         return isinstance(value, int) and not isinstance(value, bool) and value > 0

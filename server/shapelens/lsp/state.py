@@ -40,7 +40,10 @@ class ShapeLensServer(LanguageServer):
 
     def apply_settings(self, raw: Any) -> None:
         settings, problems = parse_settings(raw, self.settings)
+        restyled = settings.hint_style != self.settings.hint_style
         self.settings = settings
+        if restyled and self.results.paths():  # decorations carry their labels: resend
+            self.publish(self.results.paths())
         if problems:
             self.show_message(
                 types.MessageType.Warning, "ShapeLens settings: " + "; ".join(problems)

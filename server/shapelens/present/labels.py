@@ -1,7 +1,25 @@
-"""Compact hint labels: ``pred (4,1) f32 cpu grad ×10``, ``seq (2‥7,3) ×4``,
-``flat (4,)|(2,2) ×3``."""
+"""Hint labels, in two forms.
+
+Full (``hintFormat: full``): everything per value: ``pred (4,1) f32 cpu grad ×10``.
+
+Compact (the default) says what the line is read for and leaves the rest to hover:
+
+- the shape always (varying dims as ranges: ``x (2,1‥5,6)``);
+- the dtype and the device only where they are not the run's usual ones (lovely-tensors
+  leaves out float32 and the CPU; we leave out whatever most of this run's tensors are);
+- ``grad`` only where requires_grad differs from the tensors the line read (``pred =
+  model(x)`` gains it from the weights; ``x.detach()`` says ``no grad``);
+- hit counts only where they differ from the enclosing block's: the ``def`` line or the
+  loop header says ``×22`` once;
+- equal descriptions of one line merge: ``q k v (4,64,64)``;
+- lines that hold no tensor or number show nothing, unless coverage is asked for.
+"""
 
 from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from shapelens.present.markdown import hits_text
 from shapelens.present.shapes import (
@@ -13,54 +31,247 @@ from shapelens.present.shapes import (
     shape_text,
     sparkline,
 )
+from shapelens.present.source_blocks import Block, SourceBlocks, source_blocks
 from shapelens.trace import TracedLine, TracedVar
+
+HINT_FORMATS = ("compact", "full")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HintStyle:
+    format: str = "compact"
+    """``compact`` or ``full``."""
+    coverage: bool = False
+    """Lines that bound no value show how often they ran."""
+
+
+DEFAULT_STYLE = HintStyle()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunUsual:
+    """The dtype and device most of a run's tensors had: a hint leaves them out."""
+
+    dtype: str | None = None
+    device: str | None = None
+
+
+def run_usual(lines: Iterable[TracedLine]) -> RunUsual:
+    """The most common dtype and device among the run's tensors (each variable once)."""
+    dtypes: Counter[str] = Counter()
+    devices: Counter[str] = Counter()
+    for line in lines:
+        for var in line.vars:
+            if var.number is not None or var.shape is None:
+                continue
+            if var.dtype is not None:
+                dtypes[var.dtype] += 1
+            if var.device is not None:
+                devices[var.device] += 1
+    return RunUsual(
+        dtype=dtypes.most_common(1)[0][0] if dtypes else None,
+        device=devices.most_common(1)[0][0] if devices else None,
+    )
+
+
+class FileHints:
+    """The labels of one file's lines in one run; ``lines`` are keyed by the line that ran."""
+
+    def __init__(
+        self,
+        lines: Mapping[int, TracedLine],
+        source: str | Sequence[str],
+        usual: RunUsual,
+    ) -> None:
+        self._lines = lines
+        self._blocks: SourceBlocks = source_blocks(source)
+        self._usual = usual
+        self._scope_grads: dict[tuple[int, str], bool | None] | None = None
+
+    def label(self, line: TracedLine, style: HintStyle = DEFAULT_STYLE) -> str:
+        if style.format == "full":  # everything, the counts of lines without values too
+            text = line_label(line)
+            if not text and (line.hits > 1 or (style.coverage and line.hits)):
+                text = hits_text(line.hits, line.sampled)
+            return text
+        return self._compact(line, style)
+
+    # -- compact ------------------------------------------------------------------------
+    def _compact(self, line: TracedLine, style: HintStyle) -> str:
+        opened = self._blocks.opened.get(line.line)
+        enclosing = self._block_count(self._blocks.block_of(line.line))
+        count = self._block_count(opened) if opened is not None else None
+        if count is not None:  # a def or loop header says how often its block ran
+            shown_count, sampled = count
+        elif line.vars:  # how often values were bound (a comprehension's line runs per item)
+            shown_count, sampled = max(v.hits for v in line.vars), line.sampled
+        else:
+            shown_count, sampled = line.hits, line.sampled
+        # Counts that differ from the block's (unknown block: any count above one).
+        show_count = shown_count > 1 if enclosing is None else shown_count != enclosing[0]
+        consumed = self._consumed_grad(line.line)
+        described: list[tuple[str, str]] = []
+        for var in line.vars:
+            # A header binds once per pass (its last event, a loop's exit, binds nothing).
+            same = opened is not None or var.hits == shown_count
+            own = None if same else hits_text(var.hits, line.sampled)
+            described.append(self._describe(var, consumed, own, sampled))
+        parts = _merge(described)
+        if not parts and not (opened is not None or style.coverage):
+            return ""  # nothing bound: the count alone is coverage, not asked for
+        if show_count or (style.coverage and not parts):
+            parts.append(hits_text(shown_count, sampled))
+        return "  ".join(parts)
+
+    def _describe(
+        self, var: TracedVar, consumed: bool | None, own_count: str | None, sampled: bool
+    ) -> tuple[str, str]:
+        """(name, the rest) of one value's compact description."""
+        if var.number is not None:
+            text = _number_text(var, var.number)
+            return var.name, text + (f" {own_count}" if own_count else "")
+        per_rank = _rank_label(var)
+        if per_rank is not None:
+            return var.name, per_rank
+        parts = [_shapes_text(var)]
+        if var.history and (course := sparkline(var.history)):
+            parts = [number_text(var.history[-1]), course]
+        usual = self._usual
+        if var.dtype is not None and var.dtype != usual.dtype:
+            parts.append(dtype_text(var.dtype))
+        if var.device is not None and var.device != usual.device:
+            parts.append(var.device)
+        known = not var.grad_varied and var.requires_grad is not None
+        if known and var.requires_grad != bool(consumed):
+            parts.append("grad" if var.requires_grad else "no grad")
+        if own_count:
+            parts.append(own_count)
+        return var.name, " ".join(parts)
+
+    def _block_count(self, block: Block) -> tuple[int, bool] | None:
+        """How often ``block`` ran (and whether that is an estimate); the module runs once."""
+        if block.header == 0:
+            return 1, False
+        counter = self._lines.get(block.counter) if block.counter is not None else None
+        if counter is not None and not counter.sampled:
+            return counter.hits, False
+        header = self._lines.get(block.header)
+        direct = block.header in self._blocks.direct  # entered once per pass of its block
+        if direct and not block.is_function and header is not None and not header.sampled:
+            # A loop header's events: one per iteration plus one per entry (its exit). Exact
+            # where the body's first line is an estimate (switched off on 3.12+).
+            entries = self._block_count(self._blocks.block_of(block.header))
+            if entries is not None and not entries[1] and header.hits > entries[0]:
+                return header.hits - entries[0], False
+        if counter is None:
+            return None
+        return counter.hits, counter.sampled
+
+    def _consumed_grad(self, line: int) -> bool | None:
+        """Whether a tensor ``line`` reads requires grad (None: it reads none we traced, or
+        only ones that required it on some hits and not on others)."""
+        reads = self._blocks.reads.get(line)
+        if not reads:
+            return None
+        grads = self._grads_by_scope()
+        found: bool | None = None
+        for name in reads:
+            known = grads.get(self._scope_key(line, name))
+            if known is not None:
+                found = found or known
+        return found
+
+    def _scope_key(self, line: int, name: str) -> tuple[int, str]:
+        """Where ``name`` lives: attribute paths (``self.weight``) with the class (any of its
+        methods may set them), plain names with their function."""
+        blocks = self._blocks
+        if "." in name:
+            return -blocks.owner.get(line, 0), name
+        return blocks.scope.get(line, 0), name
+
+    def _grads_by_scope(self) -> dict[tuple[int, str], bool | None]:
+        """(scope, name) → whether a value bound to it in this run required grad; None when
+        that varied (a forward run in training and under no_grad)."""
+        if self._scope_grads is None:
+            grads: dict[tuple[int, str], bool | None] = {}
+            for number, traced in self._lines.items():
+                for var in traced.vars:
+                    if var.requires_grad is None:
+                        continue
+                    key = self._scope_key(number, _base_name(var.name))
+                    seen = None if var.grad_varied else var.requires_grad
+                    grads[key] = seen if key not in grads or grads[key] == seen else None
+            self._scope_grads = grads
+        return self._scope_grads
+
+
+def _base_name(name: str) -> str:
+    """``splits['train']`` → ``splits``: an entry of a container is read through its name."""
+    return name.split("[", 1)[0]
+
+
+def _merge(described: Sequence[tuple[str, str]]) -> list[str]:
+    """``q k v (4,64,64)``: values of one line with the same description share it."""
+    order: list[str] = []
+    names: dict[str, list[str]] = {}
+    for name, rest in described:
+        if rest.startswith("="):
+            order.append(name + rest)  # ``B=4``: a value, not shared
+            continue
+        if rest not in names:
+            names[rest] = []
+            order.append(rest)
+        names[rest].append(name)
+    return [" ".join([*names[item], item]) if item in names else item for item in order]
+
+
+def _number_text(var: TracedVar, number: tuple[float, float, float]) -> str:
+    """``=4`` (joined to the name), or `` 0‥999``, with a float's course when it moved."""
+    last, low, high = number
+    if low == high or low != low or high != high:  # constant (or NaN: no order to show)
+        return f"={number_text(last)}"
+    text = number_range_text(low, high)
+    if isinstance(last, float) and (course := sparkline(var.history)):
+        text += f" {course}"  # a float's course (a loss); a counter's ramp says nothing
+    return text
+
+
+def _shapes_text(var: TracedVar) -> str:
+    if var.shape_varies and var.dim_ranges is not None:
+        return ranged_shape_text(var.dim_ranges)  # every varying dim as its range
+    if var.shape_varies:  # the number of dims varied: the distinct shapes themselves
+        return alternatives_text(var.shapes)
+    return shape_text(var.shape)
 
 
 def _rank_label(var: TracedVar) -> str | None:
-    """``x (8,3) r0 | (7,3) r1`` when ranks disagree; None when they agree."""
+    """``(8,3) r0 | (7,3) r1`` when ranks disagree; None when they agree."""
     distinct = {(r.shape, r.dtype, r.device) for r in var.ranks}
     if len(distinct) <= 1:
         return None
-    parts = [f"{shape_text(r.shape)} r{r.rank}" for r in var.ranks]
-    return f"{var.name} " + " | ".join(parts)
-
-
-def _number_label(var: TracedVar, number: tuple[float, float, float], sampled: bool) -> str:
-    """``B=4``, or ``i 0‥999 ×1000`` when the values read varied."""
-    last, low, high = number
-    if low == high or low != low or high != high:  # constant (or NaN: no order to show)
-        text = f"{var.name}={number_text(last)}"
-    else:
-        text = f"{var.name} {number_range_text(low, high)}"
-    if isinstance(last, float) and (line := sparkline(var.history)):
-        text += f" {line}"  # a float's course (a loss); a counter's ramp says nothing
-    return text + (f" {hits_text(var.hits, sampled)}" if var.hits > 1 else "")
+    return " | ".join(f"{shape_text(r.shape)} r{r.rank}" for r in var.ranks)
 
 
 def var_label(var: TracedVar, sampled: bool = False) -> str:
+    """The full description of one value: ``pred (4,1) f32 cpu grad ×10``, ``B=4``."""
+    count = f" {hits_text(var.hits, sampled)}" if var.hits > 1 else ""
     if var.number is not None:
-        return _number_label(var, var.number, sampled)
+        text = _number_text(var, var.number)
+        return var.name + (text if text.startswith("=") else f" {text}") + count
     per_rank = _rank_label(var)
     if per_rank is not None:
-        return per_rank
-    if var.shape_varies and var.dim_ranges is not None:
-        shapes = ranged_shape_text(var.dim_ranges)  # every varying dim as its range
-    elif var.shape_varies:  # the number of dims varied: the distinct shapes themselves
-        shapes = alternatives_text(var.shapes)
-    else:
-        shapes = shape_text(var.shape)
-    parts = [var.name, shapes]
-    if var.history and (line := sparkline(var.history)):
-        parts[1:] = [number_text(var.history[-1]), line]  # a scalar (a loss): its course
+        return f"{var.name} {per_rank}"
+    parts = [var.name, _shapes_text(var)]
+    if var.history and (course := sparkline(var.history)):
+        parts[1:] = [number_text(var.history[-1]), course]  # a scalar (a loss): its course
     parts.append(dtype_text(var.dtype))
     if var.device is not None:
         parts.append(var.device)
     if var.requires_grad:
         parts.append("grad")
-    if var.hits > 1:
-        parts.append(hits_text(var.hits, sampled))
-    return " ".join(p for p in parts if p)
+    return " ".join(p for p in parts if p) + count
 
 
 def line_label(line: TracedLine, separator: str = "  ") -> str:
+    """Every value of ``line`` in full."""
     return separator.join(var_label(v, line.sampled) for v in line.vars)

@@ -43,15 +43,13 @@ def var_table(
     rows += [
         ("dtype", var.dtype or "—"),
         ("device", var.device or "—"),
-        ("requires_grad", "—" if var.requires_grad is None else str(var.requires_grad)),
+        ("requires_grad", _grad_text(var)),
     ]
     if var.grad_fn:
         rows.append(("grad_fn", var.grad_fn))
     rows.append(("hits", f"≈{var.hits}" if sampled else str(var.hits)))
     if var.shape_varies:
-        seen = ", ".join(shape_text(s) for s in var.shapes)
-        more = " (the first 8 distinct)" if len(var.shapes) >= 8 else ""
-        rows.append((f"shapes seen{more}", seen))
+        rows.append(_shapes_seen(var, sampled))
     for rank in var.ranks:  # distributed runs: each rank's own value
         rows.append(
             (
@@ -60,6 +58,29 @@ def var_table(
             )
         )
     return _table(var, rows + _course(var), born, sampled)
+
+
+def _grad_text(var: TracedVar) -> str:
+    if var.requires_grad is None:
+        return "—"
+    if var.grad_varied:  # e.g. a forward run in training and under no_grad
+        return f"True on some hits, False on others (last: {var.requires_grad})"
+    return str(var.requires_grad)
+
+
+def _shapes_seen(var: TracedVar, sampled: bool) -> tuple[str, str]:
+    """Every distinct shape (the first 8) with its hits: ``(8,32) ×30, (5,32) ×1``."""
+    approx = "≈" if sampled else ""
+    counts = var.shape_hits if len(var.shape_hits) == len(var.shapes) else ()
+    seen = ", ".join(
+        shape_text(shape) + (f" ×{approx}{counts[i]}" if counts else "")
+        for i, shape in enumerate(var.shapes)
+    )
+    counted = sum(counts)
+    if counts and counted < var.hits and len(var.shapes) >= 8:
+        seen += f", others ×{approx}{var.hits - counted}"
+    more = " (the first 8 distinct)" if len(var.shapes) >= 8 else ""
+    return f"shapes seen{more}", seen
 
 
 def _course(var: TracedVar) -> list[tuple[str, str]]:

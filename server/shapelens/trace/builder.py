@@ -158,6 +158,8 @@ def _var(entry: list[Any]) -> TracedVar:
     ranges = entry[11] if len(entry) > 11 else None  # a child of an older ShapeLens: none
     number = entry[12] if len(entry) > 12 else None
     history = entry[13] if len(entry) > 13 else None
+    shape_hits = entry[14] if len(entry) > 14 else None
+    grad_varied = bool(entry[15]) if len(entry) > 15 else False
     return TracedVar(
         name=name,
         type=type_,
@@ -171,6 +173,8 @@ def _var(entry: list[Any]) -> TracedVar:
         dim_ranges=None if ranges is None else tuple((int(lo), int(hi)) for lo, hi in ranges),
         number=None if number is None else read_number(number),
         history=() if history is None else messages.read_numbers(history),
+        shape_hits=() if shape_hits is None else tuple(int(n) for n in shape_hits),
+        grad_varied=grad_varied,
     )
 
 

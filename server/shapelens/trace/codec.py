@@ -67,6 +67,10 @@ def var_to_json(var: TracedVar) -> dict[str, Any]:
         out["history"] = [json_number(v) for v in var.history]
     if var.dim_ranges is not None and var.shape_varies:
         out["dim_ranges"] = [list(bounds) for bounds in var.dim_ranges]
+    if var.shape_hits and var.shape_varies:
+        out["shape_hits"] = list(var.shape_hits)
+    if var.grad_varied:
+        out["grad_varied"] = True
     if var.ranks:
         out["ranks"] = [
             {
@@ -264,6 +268,8 @@ def trace_from_json(data: Any) -> Trace:
                             dim_ranges=_ranges(v.get("dim_ranges")),
                             number=None if "number" not in v else read_number(v["number"]),
                             history=read_numbers(v.get("history", ())),
+                            shape_hits=tuple(int(n) for n in v.get("shape_hits", ())),
+                            grad_varied=bool(v.get("grad_varied", False)),
                             ranks=tuple(
                                 RankValue(
                                     rank=int(r["rank"]),

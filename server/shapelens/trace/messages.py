@@ -3,7 +3,8 @@
   hello     {python, pid}                      first message
   lines     {entries: [[file, line, hits], ...]}                 absolute counts, idempotent
   vars      {entries: [[file, line, name, type, shape, dtype, device, requires_grad,
-                        hits, shapes, grad_fn, dim_ranges, number, history], ...]}
+                        hits, shapes, grad_fn, dim_ranges, number, history,
+                        shape_hits, grad_varied], ...]}
   sampled   {entries: [[file, line], ...]}     every line whose events were switched off
   findings  {entries: [finding, ...]}          appended
   compile   {mode}                             how torch.compile regions ran ("eager", ...)
@@ -42,7 +43,7 @@ RESULTS: Final = frozenset({LINES, VARS, FINDINGS})
 
 VAR_FIELDS: Final = (
     "file", "line", "name", "type", "shape", "dtype", "device", "requires_grad", "hits",
-    "shapes", "grad_fn", "dim_ranges", "number", "history",
+    "shapes", "grad_fn", "dim_ranges", "number", "history", "shape_hits", "grad_varied",
 )  # fmt: skip
 """The order of a ``vars`` entry's fields."""
 

@@ -46,6 +46,10 @@ class TracedVar:
     """A Python int, float or bool: (last, min, max) of the values read."""
     history: tuple[float, ...] = ()
     """A scalar's values (a Python number, a 0-dim CPU tensor) over the run, downsampled."""
+    shape_hits: tuple[int, ...] = ()
+    """When the shape varied: the hits of each of ``shapes``, in the same order."""
+    grad_varied: bool = False
+    """requires_grad was True on some hits and False on others (``requires_grad``: the last)."""
     ranks: tuple[RankValue, ...] = ()
     """Per-rank values of a distributed run (empty for a single process)."""
 

@@ -16,16 +16,21 @@ describe("readSettings", () => {
       extraEnv: { CUDA_VISIBLE_DEVICES: "0", BAD: 1 },
       "findings.broadcast": false,
       "findings.nonfinite": "yes",
+      hintFormat: "full",
+      coverage: "yes",
     };
     const { settings, problems } = readSettings((key) => values[key]);
     expect(settings.displayMode).toBe("inlayHints");
     expect(settings.maxHintLength).toBe(DEFAULTS.maxHintLength);
     expect(settings.timeout).toBeNull();
+    expect(settings.hintFormat).toBe("full");
+    expect(settings.coverage).toBe(false);
     expect(settings.extraArgs).toEqual(["--lr", "0.1"]);
     expect(settings.extraEnv).toEqual({});
     expect(settings.findings).toEqual({ broadcast: false, mismatch: true, nonfinite: true, warnings: true, nonfiniteOnGpu: false });
     expect(problems).toEqual([
       "shapelens.maxHintLength: invalid value 3, using the default",
+      'shapelens.coverage: invalid value "yes", using the default',
       'shapelens.extraEnv: invalid value {"CUDA_VISIBLE_DEVICES":"0","BAD":1}, using the default',
       "shapelens.timeout: invalid value -1, using the default",
       'shapelens.findings.nonfinite: invalid value "yes", using the default',
@@ -42,6 +47,8 @@ describe("readSettings", () => {
         findings: { broadcast: true, mismatch: false, nonfinite: true, warnings: true },
         nonfiniteOnGpu: false,
         maxHintLength: 80,
+        hintFormat: "compact",
+        coverage: false,
       },
     });
   });

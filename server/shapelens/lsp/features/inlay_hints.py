@@ -13,7 +13,6 @@ from pygls.workspace import TextDocument
 from shapelens.lsp.features.text import end_of_line
 from shapelens.lsp.results import FileView
 from shapelens.lsp.settings import Settings
-from shapelens.present.labels import line_label, var_label
 from shapelens.present.markdown import var_table
 from shapelens.trace import TracedLine
 
@@ -37,7 +36,7 @@ def inlay_hints_for(
         document.version,
         view.results.run,
         settings.max_hint_length,
-        settings.hint_format,
+        settings.hint_style,
     )
     built = cache.get(key)
     if built is None:
@@ -48,20 +47,16 @@ def inlay_hints_for(
         if not first <= line <= last or line >= len(lines):
             continue
         if line not in built:
-            built[line] = _hint(document, view.results.run, lines, line, view.lines[line], settings)
+            built[line] = _hint(document, view, lines, line, view.lines[line], settings)
         hint = built[line]
         if hint is not None:
             hints.append(hint)
     return hints
 
 
-def _hint(document: TextDocument, run: int, lines: Sequence[str], line: int,
+def _hint(document: TextDocument, view: FileView, lines: Sequence[str], line: int,
           traced: TracedLine, settings: Settings) -> types.InlayHint | None:  # fmt: skip
-    label = (
-        line_label(traced)
-        if settings.hint_format == "compact"
-        else "  ".join(var_label(v) for v in traced.vars)
-    )
+    label = view.results.hints.label(traced, settings.hint_style)
     if not label:
         return None
     limit = settings.max_hint_length
@@ -71,7 +66,12 @@ def _hint(document: TextDocument, run: int, lines: Sequence[str], line: int,
         position=end_of_line(document, lines, line),
         label=label,
         padding_left=True,
-        data={"uri": document.uri, "version": document.version, "run": run, "line": line},
+        data={
+            "uri": document.uri,
+            "version": document.version,
+            "run": view.results.run,
+            "line": line,
+        },
     )
 
 

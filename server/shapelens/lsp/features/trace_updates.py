@@ -13,18 +13,20 @@ from pygls.workspace import TextDocument
 
 from shapelens.lsp.results import FileView
 from shapelens.present.findings import finding_message
-from shapelens.present.labels import line_label
+from shapelens.present.labels import HintStyle
 from shapelens.trace.codec import var_to_json
 
 
-def trace_update_for(view: FileView | None, document: TextDocument) -> dict[str, Any]:
+def trace_update_for(
+    view: FileView | None, document: TextDocument, style: HintStyle
+) -> dict[str, Any]:
     """The params for ``document`` (no lines when ``view`` is None: its results were cleared)."""
     lines: dict[int, dict[str, Any]] = {}
     if view is not None:
         for current, traced in sorted(view.lines.items()):
             lines[current] = {
                 "line": current,
-                "label": line_label(traced),
+                "label": view.results.hints.label(traced, style),
                 "hits": traced.hits,
                 "vars": [var_to_json(v) for v in traced.vars],
                 "findings": [],
