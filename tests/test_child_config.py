@@ -28,6 +28,7 @@ TOLD_TO_THE_CHILD = {
     "backend": "backend",
     "sample_hits": "sample_hits",
     "keep_compile": "keep_compile",
+    "scalars_on_gpu": "scalars_on_gpu",
 }
 PARENT_ONLY = {"module", "python", "env", "timeout_s", "capture_output"}
 
@@ -49,6 +50,7 @@ def _request(tmp_path_str: str) -> RunRequest:
         backend="settrace",
         sample_hits=1000,
         keep_compile=True,
+        scalars_on_gpu=True,
     )
 
 

@@ -77,7 +77,10 @@ def test_label_and_hover_of_a_varying_shape() -> None:
     hover = var_table(ranged)
     assert "| last shape | `(2,5,6)` |" in hover
     assert "| dims | `(2,1‥5,6)` |" in hover
-    assert "| shapes seen | `(2,2,6), (2,1,6), (2,5,6)` |" in hover
+    assert "| shapes seen | `(2,2,6), (2,1,6), (2,5,6)` |" in hover  # an older trace: no counts
+    counted = var_table(_var(shape_hits=(1, 1, 2), grad_varied=True))
+    assert "| shapes seen | `(2,2,6) ×1, (2,1,6) ×1, (2,5,6) ×2` |" in counted
+    assert "| requires_grad | `True on some hits, False on others (last: False)` |" in counted
     # Without ranges (dims that varied in number, or an older trace): the distinct shapes.
     assert var_label(_var()) == "x (2,2,6)|(2,1,6)|(2,5,6) f32 cpu ×4"
     assert var_label(_var(shapes=((1,), (1, 2), (1, 2, 3), (4,)))) == (
@@ -246,6 +249,11 @@ def test_scalars_show_their_course_as_a_sparkline(script, tmp_path: Path) -> Non
     assert len(running["history"]) >= 2
     ghost = run.var(main, line_of(main, "ghost ="), "ghost")
     assert "history" not in ghost  # a tensor off the CPU is never read
+    # Asked to read GPU scalars, a meta tensor still has no value to read: nothing breaks.
+    asked = run_cli("--quiet", "--scalars-on-gpu", "main.py", cwd=tmp_path, timeout=180)
+    assert asked.returncode == 0, asked.stderr
+    assert "history" not in asked.var(main, line_of(main, "ghost ="), "ghost")
+    assert len(asked.var(main, line_of(main, "loss = (w - 1.0)"), "loss")["history"]) >= 2
 
 
 def test_hover_of_a_course() -> None:

@@ -8,6 +8,7 @@ export interface Settings {
   maxHintLength: number;
   hintFormat: HintFormat;
   coverage: boolean;
+  scalarsOnGpu: boolean;
   interpreter: string;
   extraArgs: string[];
   extraEnv: Record<string, string>;
@@ -20,6 +21,7 @@ export const DEFAULTS: Settings = {
   maxHintLength: 80,
   hintFormat: "compact",
   coverage: false,
+  scalarsOnGpu: false,
   interpreter: "",
   extraArgs: [],
   extraEnv: {},
@@ -48,6 +50,7 @@ export function readSettings(get: Getter): { settings: Settings; problems: strin
     maxHintLength: pick("maxHintLength", DEFAULTS.maxHintLength, (v): v is number => Number.isInteger(v) && (v as number) >= 10),
     hintFormat: pick("hintFormat", DEFAULTS.hintFormat, (v): v is HintFormat => v === "compact" || v === "full"),
     coverage: pick("coverage", DEFAULTS.coverage, isBool),
+    scalarsOnGpu: pick("scalarsOnGpu", DEFAULTS.scalarsOnGpu, isBool),
     interpreter: pick("interpreter", DEFAULTS.interpreter, (v): v is string => typeof v === "string"),
     extraArgs: pick("extraArgs", DEFAULTS.extraArgs, (v): v is string[] => Array.isArray(v) && v.every((a) => typeof a === "string")),
     extraEnv: pick("extraEnv", DEFAULTS.extraEnv, (v): v is Record<string, string> =>
@@ -81,6 +84,7 @@ export function serverSettings(settings: Settings, interpreter: string): { shape
       maxHintLength: Math.min(settings.maxHintLength, 200),
       hintFormat: settings.hintFormat,
       coverage: settings.coverage,
+      scalarsOnGpu: settings.scalarsOnGpu,
     },
   };
 }

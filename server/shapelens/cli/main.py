@@ -163,6 +163,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also scan GPU tensors for NaN/Inf (synchronises the device)",
     )
+    run.add_argument(
+        "--scalars-on-gpu",
+        action="store_true",
+        help="also read 0-dim GPU tensors (a loss) for their course (synchronises the device)",
+    )
     run.add_argument("script", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]")
     merge = commands.add_parser(
         "merge", help="merge the per-rank traces of a distributed run (SHAPELENS_TRACE_DIR)"
@@ -268,6 +273,7 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
         backend=options.backend,
         sample_hits=options.sample,
         keep_compile=options.keep_compile,
+        scalars_on_gpu=options.scalars_on_gpu,
         findings=FindingsConfig(
             broadcast="broadcast" not in off,
             mismatch="mismatch" not in off,

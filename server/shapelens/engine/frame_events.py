@@ -85,6 +85,8 @@ class FrameEvents:
         4 µs for a torch function on 3.12; the codes are kept alive, so no id is reused."""
         self._seen_codes: list[CodeType] = []
         self.op_watch = OpWatch(self._on_op)
+        self.scalars_on_gpu = False
+        """Read 0-dim GPU tensors for their course (each read synchronises the device)."""
         self._nonfinite = findings.nonfinite
         self._last_exception: tuple[int, type] | None = None
         self._pending_errors: list[tuple[tuple[int, type], list[dict[str, Any]]]] = []
@@ -474,7 +476,7 @@ class FrameEvents:
         except Exception:
             shape = None  # nested tensors and odd objects: keep what could be read
         if shape is not None and not shape:
-            _remember_scalar(stats, value, kind)
+            _remember_scalar(stats, value, kind, self.scalars_on_gpu)
         if shape != stats.shape:
             stats.shape = shape
             shapes = stats.shapes
@@ -814,12 +816,16 @@ def _attribute_path(scope: dict[str, Any], frame: FrameType, path: str) -> Any:
     return value
 
 
-def _remember_scalar(stats: VarStats, value: Any, kind: int) -> None:
-    """A 0-dim tensor or array (a loss) on the CPU: its value joins the history. A GPU one
-    is not read (that would synchronise the device); complex values have no order."""
+def _remember_scalar(stats: VarStats, value: Any, kind: int, on_gpu: bool) -> None:
+    """A 0-dim tensor or array (a loss) on the CPU: its value joins the history. One on
+    another device only when ``on_gpu`` (reading it synchronises the device; a meta or fake
+    tensor has no value); complex values have no order."""
     try:
         if kind == values.TORCH:
-            if value.device.type != "cpu" or value.dtype.is_complex:
+            device = value.device.type
+            if device != "cpu" and not (on_gpu and device not in ("meta",)):
+                return
+            if value.dtype.is_complex:
                 return
             stats.remember(float(value.item()))
         elif getattr(value.dtype, "kind", "") in ("b", "i", "u", "f"):

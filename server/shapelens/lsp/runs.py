@@ -195,6 +195,7 @@ class RunManager:
             stdin="empty",  # our stdin is the JSON-RPC stream
             debug=params.debug,
             keep_compile=settings.keep_compile,
+            scalars_on_gpu=settings.scalars_on_gpu,
             findings=FindingsConfig(
                 broadcast=settings.broadcast,
                 mismatch=settings.mismatch,

@@ -24,6 +24,8 @@ class Settings:
     warnings: bool = True
     nonfinite_max_elements: int = 1_000_000
     nonfinite_on_gpu: bool = False
+    scalars_on_gpu: bool = False
+    """Read 0-dim GPU tensors (a loss) for their course: synchronises the device."""
     hint_format: str = "compact"
     """``compact``: dtype, device, grad and counts only where they are news; ``full``."""
     coverage: bool = False
@@ -44,6 +46,7 @@ _CAMEL = {
     "timeout": "timeout_s",
     "nonfiniteMaxElements": "nonfinite_max_elements",
     "nonfiniteOnGpu": "nonfinite_on_gpu",
+    "scalarsOnGpu": "scalars_on_gpu",
     "hintFormat": "hint_format",
     "maxHintLength": "max_hint_length",
     "compile": "keep_compile",
@@ -61,7 +64,7 @@ def _valid(name: str, value: Any) -> bool:
         return value is None or (
             isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
         )
-    if name in (*FINDING_GROUPS, "nonfinite_on_gpu", "keep_compile", "coverage"):
+    if name in (*FINDING_GROUPS, "nonfinite_on_gpu", "scalars_on_gpu", "keep_compile", "coverage"):
         return isinstance(value, bool)
     if name in ("nonfinite_max_elements", "max_hint_length"):
         return isinstance(value, int) and not isinstance(value, bool) and value > 0

@@ -63,6 +63,7 @@ class ChildRun:
             scope=scope, recorder=self.recorder, findings=config.findings, sources=self.sources
         )
         self.events.op_watch.enabled = not config.keep_compile
+        self.events.scalars_on_gpu = config.scalars_on_gpu
         self.engine: Tracer | MonitoringTracer = Tracer(self.events)
         available = hasattr(sys, "monitoring")
         if config.backend == "monitoring" and not available:

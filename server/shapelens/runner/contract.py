@@ -56,6 +56,8 @@ class RunRequest:
     keep_compile: bool = False
     """Let torch.compile compile the program's functions (no hints inside them); by
     default they run eagerly, with hints."""
+    scalars_on_gpu: bool = False
+    """Read 0-dim GPU tensors (a loss) for their course; each read synchronises the device."""
 
 
 class ChildConfigError(ValueError):
@@ -93,6 +95,8 @@ class ChildConfig:
     keep_compile: bool = False
     """Let the program's torch.compile regions compile (their lines get no hints); by
     default they run eagerly."""
+    scalars_on_gpu: bool = False
+    """Read 0-dim GPU tensors for their course (synchronises the device)."""
     fast_exit: bool = False
     """Forked from the warm runner: once the results are sent, skip interpreter teardown
     (as multiprocessing's children do), which would cost ~0.4 s with torch loaded."""
@@ -124,6 +128,7 @@ class ChildConfig:
             backend=request.backend,
             sample_hits=request.sample_hits,
             keep_compile=request.keep_compile,
+            scalars_on_gpu=request.scalars_on_gpu,
         )
 
     def with_fds(self, *, channel: int, control: int, crash: int) -> ChildConfig:

@@ -49,6 +49,7 @@ describe("readSettings", () => {
         maxHintLength: 80,
         hintFormat: "compact",
         coverage: false,
+        scalarsOnGpu: false,
       },
     });
   });
