@@ -41,6 +41,7 @@ import {
 const FILE = 'seed_linear_fit.py';
 const SQUARED_DIFF_LINE = 'squared_diff = (y - pred) ** 2';
 const PRED_LINE = 'pred = model(x)';
+const LOOP_LINE = 'for _ in range(10):';
 const INSERT_AFTER_LINE = 'import torch';
 const INSERTED_TEXT = '# a line inserted by the end-to-end test';
 const LOSS_BACKWARD_LINE = 'loss.backward()';
@@ -272,8 +273,8 @@ class Run {
     const hint = await this.step('see the hint of the shape the args and env made', () =>
       waitForLines(
         page,
-        (lines) => lineOf(lines, LAUNCHED_LINE)?.decorations.find((d) => d.includes('batch (3,7) f32')) ?? null,
-        { timeout: 90_000, what: `a decoration containing "batch (3,7) f32" on \`${LAUNCHED_LINE}\`` },
+        (lines) => lineOf(lines, LAUNCHED_LINE)?.decorations.find((d) => d.includes('batch (3,7)')) ?? null,
+        { timeout: 90_000, what: `a decoration containing "batch (3,7)" on \`${LAUNCHED_LINE}\`` },
       ),
     );
     log(`  ${JSON.stringify(hint)}`);
@@ -300,9 +301,14 @@ class Run {
         (lines) => {
           const line = lines.find((l) => l.text.trim() === SQUARED_DIFF_LINE);
           const label = line?.decorations.find((d) => d.includes('(4,4)'));
-          return line && label ? { number: line.number, label } : null;
+          // Compact hints: the loop header says ×10 once, its body's lines no count.
+          const loop = lineOf(lines, LOOP_LINE)?.decorations.find((d) => d.trim() === '×10');
+          return line && label && loop && !label.includes('×') ? { number: line.number, label } : null;
         },
-        { timeout: 150_000, what: `a decoration containing "(4,4)" on the line \`${SQUARED_DIFF_LINE}\`` },
+        {
+          timeout: 150_000,
+          what: `a decoration containing "(4,4)" (no count) on \`${SQUARED_DIFF_LINE}\` and "×10" on \`${LOOP_LINE}\``,
+        },
       ),
     );
     log(`  line ${before.number}: ${JSON.stringify(before.label)}`);
@@ -411,15 +417,16 @@ class Run {
       waitForLines(
         page,
         (lines) => {
-          // Paused in the first pass of the loop: not the finished run's ×10.
-          const pred = lineOf(lines, PRED_LINE)?.decorations.find((d) => d.includes('pred (4,1)') && !d.includes('×10'));
+          // Paused in the first pass of the loop: not the finished run's ×10 on its header.
+          const pred = lineOf(lines, PRED_LINE)?.decorations.find((d) => d.includes('pred (4,1)'));
+          const finished = lineOf(lines, LOOP_LINE)?.decorations.some((d) => d.includes('×10'));
           const squared = lineOf(lines, SQUARED_DIFF_LINE)?.decorations.find((d) => d.includes('(4,4)'));
           const paused = lineOf(lines, LOSS_BACKWARD_LINE)?.debugMarks.includes('debug-top-stack-frame-line');
-          return pred && squared && paused ? { pred, squared } : null;
+          return pred && squared && paused && !finished ? { pred, squared } : null;
         },
         {
           timeout: 30_000,
-          what: `decorations with "pred (4,1)" (not ×10) on \`${PRED_LINE}\` and "(4,4)" on \`${SQUARED_DIFF_LINE}\`, still paused`,
+          what: `decorations with "pred (4,1)" on \`${PRED_LINE}\` and "(4,4)" on \`${SQUARED_DIFF_LINE}\`, no ×10 on \`${LOOP_LINE}\` yet, still paused`,
         },
       ),
     );

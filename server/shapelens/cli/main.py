@@ -14,6 +14,7 @@ from shapelens import __version__
 from shapelens.cli.listing import render_listing
 from shapelens.engine.findings import FindingsConfig
 from shapelens.present.labels import HINT_FORMATS, HintStyle
+from shapelens.present.modules import modules_table
 from shapelens.runner import RunRequest, UsageError, run_traced
 from shapelens.trace import write_trace
 
@@ -128,6 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="compact",
         help="compact: dtype, device, grad and counts only where they are news (default); "
         "full: everything on every line",
+    )
+    run.add_argument(
+        "--modules",
+        action="store_true",
+        help="after the run, print every nn.Module that ran as a tree: class, parameters, "
+        "input → output shapes, calls",
     )
     run.add_argument(
         "--coverage",
@@ -319,6 +326,9 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
         color = options.color if options.color is not None else _wants_color()
         style = HintStyle(format=options.hints, coverage=options.coverage)
         sys.stderr.write(render_listing(trace, color=color, style=style))
+    if options.modules:
+        table = modules_table(trace.modules) if trace.modules else "no nn.Module ran"
+        sys.stderr.write(table + "\n")
     return trace.exit_code
 
 

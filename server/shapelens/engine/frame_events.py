@@ -49,7 +49,7 @@ from shapelens.engine.findings.nonfinite import (
 from shapelens.engine.findings.op_watch import OpWatch
 from shapelens.engine.recorder import MAX_SHAPES, Recorder, VarStats
 from shapelens.engine.scope import UserCodeScope
-from shapelens.engine.source_map import SourceMaps
+from shapelens.engine.source_map import SourceMaps, declared_in_class
 
 __all__ = ["NO_STATEMENT", "CodeInfo", "FrameEvents"]
 
@@ -737,15 +737,7 @@ class FrameEvents:
                 found = info.source.assignment_line(name, on_self=False)
                 return (info.file, found) if found is not None else None
             owner = resolve(tuple(owner_path))
-            for klass in type(owner).__mro__:
-                code = getattr(getattr(klass, "__init__", None), "__code__", None)
-                if code is None or code.co_filename.startswith("<"):
-                    continue
-                file = os.path.realpath(code.co_filename)
-                found = self.sources.get(file).assignment_line(name, on_self=True)
-                if found is not None:
-                    return file, found
-            return None
+            return declared_in_class(self.sources, self.scope, owner, name)
 
         return declared_at
 

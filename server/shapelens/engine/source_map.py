@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shapelens.engine.findings.intent import reduced_to_scalar, shaping_of
+from shapelens.engine.scope import UserCodeScope
 
 # A tiny expression tree the broadcast check evaluates with operand shapes:
 #   ("name", path)            path: ("y",) or ("self", "bias")
@@ -404,3 +405,21 @@ class SourceMaps:
     def put(self, path: str, source: str) -> SourceMap:
         found = self._maps[path] = build_source_map(path, source)
         return found
+
+
+def declared_in_class(
+    sources: SourceMaps, scope: UserCodeScope, owner: Any, name: str
+) -> tuple[str, int] | None:
+    """Where ``owner``'s class (or a base class in user code) assigns ``self.<name> = ...``
+    in its ``__init__``: the line that declared a submodule."""
+    for klass in type(owner).__mro__:
+        code = getattr(getattr(klass, "__init__", None), "__code__", None)
+        if code is None or code.co_filename.startswith("<"):
+            continue
+        file = scope.user_file(code.co_filename)
+        if file is None:
+            continue  # torch's own classes (ModuleList, ModuleDict) declare nothing we show
+        found = sources.get(file).assignment_line(name, on_self=True)
+        if found is not None:
+            return file, found
+    return None

@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from types import CodeType, FrameType, FunctionType, ModuleType
 from typing import Any, Literal
 
+from shapelens.engine.after_import import AfterImport
 from shapelens.engine.recorder import Recorder
 from shapelens.engine.scope import UserCodeScope
 
@@ -101,7 +99,7 @@ class CompileControl:
             with contextlib.suppress(Exception):  # the warm runner imported it before us
                 self._on_torch(torch)
         else:
-            sys.meta_path.insert(0, _AfterImport("torch", self._on_torch))
+            sys.meta_path.insert(0, AfterImport("torch", self._on_torch))
 
     def _on_torch(self, torch: ModuleType) -> None:
         self._keep_out_of_dynamo(torch)
@@ -146,41 +144,3 @@ class CompileControl:
         ):
             frame = frame.f_back
         return frame is not None and self.scope.user_file(frame.f_code.co_filename) is not None
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Calls ``callback(module)`` once ``name`` has been imported, then steps aside.
-
-    It finds nothing itself: it asks the other finders for the module's spec and wraps
-    that loader's ``exec_module`` (a per-module loader instance), so what the module sees
-    (its ``__spec__``, ``__loader__``) is unchanged."""
-
-    def __init__(self, name: str, callback: Callable[[ModuleType], None]) -> None:
-        self.name = name
-        self.callback = callback
-
-    def find_spec(
-        self,
-        fullname: str,
-        path: Sequence[str] | None,
-        target: ModuleType | None = None,
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname != self.name:
-            return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(fullname)
-        loader = spec.loader if spec is not None else None
-        original = getattr(loader, "exec_module", None)
-        if spec is None or loader is None or original is None:
-            return spec
-        callback = self.callback
-
-        def exec_module(module: ModuleType) -> None:
-            original(module)
-            with contextlib.suppress(Exception):  # never let ShapeLens break an import
-                callback(module)
-
-        with contextlib.suppress(AttributeError, TypeError):
-            loader.exec_module = exec_module  # type: ignore[method-assign]
-        return spec

@@ -1,6 +1,6 @@
 """``workspace/executeCommand``: shapelens.run, shapelens.runFunction, shapelens.cancel,
-shapelens.clear, shapelens.loadTrace. Running user code happens only here, never on open,
-save or hover."""
+shapelens.clear, shapelens.loadTrace, shapelens.modules. Running user code happens only
+here, never on open, save or hover."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from shapelens.debug.inline_values import EXPRESSION
 from shapelens.lsp.runs import InvalidRunParams, parse_run_params, read_lines
 from shapelens.lsp.state import ShapeLensServer
 from shapelens.lsp.uris import path_of
+from shapelens.present.modules import module_summary, slot_text
 from shapelens.trace import load_trace
-from shapelens.trace.codec import TraceFormatError
+from shapelens.trace.codec import TraceFormatError, module_to_json
 
 
 def _first(args: tuple[Any, ...]) -> Any:
@@ -67,6 +68,25 @@ def inline_value_expression(ls: ShapeLensServer, *args: Any) -> str:
     return EXPRESSION
 
 
+def modules(ls: ShapeLensServer, *args: Any) -> dict[str, Any]:
+    """The module tree of a file's last run (trace format's ``modules``, each with the
+    editor's texts: ``summary`` and each slot's ``text``)."""
+    path = _path_argument(args)
+    if path is None:
+        return _error(ls, 'expected one argument {"uri": "file:///abs/script.py"}')
+    found = []
+    for module in ls.results.modules_of(path):
+        entry = module_to_json(module)
+        entry["rank"] = module.rank
+        entry["summary"] = module_summary(module)
+        for key, slots in (("inputs", module.inputs), ("outputs", module.outputs)):
+            for data, slot in zip(entry[key], slots, strict=True):
+                data.setdefault("dim_ranges", None)
+                data["text"] = slot_text(slot)
+        found.append(entry)
+    return {"modules": found}
+
+
 def clear(ls: ShapeLensServer, *args: Any) -> dict[str, Any]:
     cleared = ls.results.clear(_path_argument(args))
     ls.publish(cleared)
@@ -80,5 +100,6 @@ COMMANDS: dict[str, Callable[..., Any]] = {
     "shapelens.cancel": cancel,
     "shapelens.clear": clear,
     "shapelens.inlineValueExpression": inline_value_expression,
+    "shapelens.modules": modules,
 }
 """Command → handler, registered by ``lsp.server.create_server``."""

@@ -13,6 +13,7 @@ from shapelens.lsp.features.code_lens import lenses_for
 from shapelens.lsp.features.hover import hover_for
 from shapelens.lsp.features.inlay_hints import hint_document, inlay_hints_for, resolve_hint
 from shapelens.lsp.state import ShapeLensServer
+from shapelens.lsp.uris import path_of
 
 PUBLISH_DELAY_S = 0.15
 
@@ -70,7 +71,11 @@ def text_document_code_lens(
     ls: ShapeLensServer, params: types.CodeLensParams
 ) -> list[types.CodeLens]:
     document = ls.open_document(params.text_document.uri)
-    return lenses_for(document.source, document.uri) if document is not None else []
+    if document is None:
+        return []
+    path = path_of(document.uri)
+    modules = ls.results.modules_of(path) if path is not None else ()
+    return lenses_for(document.source, document.uri, path, modules)
 
 
 FEATURES: dict[str, Callable[..., Any]] = {

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from shapelens.lsp.line_mapping import map_lines
 from shapelens.present.labels import FileHints, run_usual
 from shapelens.trace import ExceptionInfo, Finding, Trace, TracedLine
+from shapelens.trace.model import ModuleCall
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,12 +50,15 @@ class ResultStore:
         self._views: dict[tuple[str, int | None, int], FileView] = {}
         self._updates = 0
         self.last_trace: Trace | None = None
+        self._modules: dict[str, tuple[ModuleCall, ...]] = {}
+        """Per owner (the script that ran): its run's module tree."""
 
     def update(self, trace: Trace, sources: dict[str, tuple[str, ...]], owner: str) -> list[str]:
         """Replace what ``owner``'s previous run left with this run's results; returns the
         paths whose results changed (so stale hints of files the new run no longer reaches
         are removed, not kept)."""
         self.last_trace = trace
+        self._modules[owner] = trace.modules
         self._updates += 1
         files = set(trace.files) | {f.file for f in trace.findings} | set(sources)
         if trace.exception is not None and trace.exception.file:
@@ -86,6 +90,13 @@ class ResultStore:
             del self._files[name]
         self._views.clear()
         return cleared
+
+    def modules_of(self, path: str) -> tuple[ModuleCall, ...]:
+        """The module tree of the last run of ``path``, or of the run that reached it."""
+        if path in self._modules:
+            return self._modules[path]
+        results = self._files.get(path)
+        return self._modules.get(results.owner, ()) if results is not None else ()
 
     def paths(self) -> list[str]:
         return list(self._files)

@@ -26,6 +26,7 @@ from typing import NoReturn
 
 from shapelens.debug import PYDEVD_PLUGIN_ROOT
 from shapelens.engine.frame_events import FrameEvents
+from shapelens.engine.module_tree import ModuleTree
 from shapelens.engine.monitoring import MonitoringTracer
 from shapelens.engine.recorder import Recorder
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
@@ -76,6 +77,7 @@ class ChildRun:
             keep=config.keep_compile,
             callbacks=(ChildRun._patched_exit, ChildRun._forked),  # called from user code
         )
+        self.modules = ModuleTree(scope, self.sources)
         self._flush_lock = threading.Lock()
         self._ended = False
 
@@ -84,6 +86,9 @@ class ChildRun:
         with self._flush_lock:
             for message in self.recorder.drain():
                 self.writer.send(message)
+            tree = self.modules.drain()
+            if tree is not None:
+                self.writer.send(tree)
 
     def finish(
         self, status: str, exit_code: int, exception: messages.ExceptionRecord | None
@@ -261,6 +266,7 @@ class ChildRun:
             except (ImportError, OSError) as err:
                 self.fail(f"cannot write the log {self.config.log}: {err}")
         self.compile.install()
+        self.modules.install()
         self.engine.start()
         try:
             body()

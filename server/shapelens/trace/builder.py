@@ -16,7 +16,12 @@ from shapelens.trace import (
     TracedVar,
     messages,
 )
-from shapelens.trace.codec import compile_mode_of, finding_from_json, read_number
+from shapelens.trace.codec import (
+    compile_mode_of,
+    finding_from_json,
+    module_from_json,
+    read_number,
+)
 from shapelens.trace.model import CompileMode, RunStatus
 from shapelens.trace.suppression import suppressed
 
@@ -38,6 +43,7 @@ class TraceBuilder:
         self._findings: list[dict[str, Any]] = []
         self._sampled: set[tuple[str, int]] = set()
         self._compile_mode: CompileMode | None = None
+        self._modules: list[dict[str, Any]] = []
         self.crash: dict[str, Any] | None = None
         self._changed = False
 
@@ -90,6 +96,8 @@ class TraceBuilder:
             self.on_debug(str(message["host"]), int(message["port"]))
         elif kind == messages.END:
             self.end = dict(message)
+        elif kind == messages.MODULES:
+            self._modules = list(message["entries"])
         elif kind == messages.COMPILE:
             self._compile_mode = compile_mode_of(message.get("mode"))
 
@@ -146,6 +154,7 @@ class TraceBuilder:
             ),
             lines=lines,
             findings=tuple(_finding(f) for f in self._findings),
+            modules=tuple(module_from_json(m) for m in self._modules),
         )
 
 

@@ -16,10 +16,13 @@ from shapelens.trace.model import (
     CompileMode,
     ExceptionInfo,
     Finding,
+    ModuleCall,
     ModuleFacts,
     Operand,
     RankValue,
     RelatedLocation,
+    SourceLocation,
+    TensorSlot,
     Trace,
     TracedLine,
     TracedVar,
@@ -216,7 +219,71 @@ def trace_to_json(trace: Trace) -> dict[str, Any]:
         else {"type": exc.type, "message": exc.message, "file": exc.file, "line": exc.line},
         "lines": [_line_to_json(line) for line in trace.lines],
         "findings": [finding_to_json(f) for f in trace.findings],
+        "modules": [module_to_json(m) for m in trace.modules],
     }
+
+
+def module_to_json(module: ModuleCall) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "path": module.path,
+        "class": module.cls,
+        "params": module.params,
+        "trainable_params": module.trainable_params,
+        "calls": module.calls,
+        "inputs": [_slot_to_json(s) for s in module.inputs],
+        "outputs": [_slot_to_json(s) for s in module.outputs],
+        "declared": _location_to_json(module.declared),
+        "forward": _location_to_json(module.forward),
+    }
+    if module.rank is not None:
+        out["rank"] = module.rank
+    return out
+
+
+def _slot_to_json(slot: TensorSlot) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "shape": None if slot.shape is None else list(slot.shape),
+        "dtype": slot.dtype,
+        "device": slot.device,
+    }
+    if slot.dim_ranges is not None:
+        out["dim_ranges"] = [list(bounds) for bounds in slot.dim_ranges]
+    return out
+
+
+def _location_to_json(location: SourceLocation | None) -> dict[str, Any] | None:
+    return None if location is None else {"file": location.file, "line": location.line}
+
+
+def module_from_json(data: dict[str, Any]) -> ModuleCall:
+    """One entry of ``modules`` (also a ``modules`` channel message's entry)."""
+    return ModuleCall(
+        path=str(data["path"]),
+        cls=str(data["class"]),
+        params=int(data["params"]),
+        trainable_params=int(data["trainable_params"]),
+        calls=int(data["calls"]),
+        inputs=tuple(_slot_from_json(s) for s in data.get("inputs", ())),
+        outputs=tuple(_slot_from_json(s) for s in data.get("outputs", ())),
+        declared=_location_from_json(data.get("declared")),
+        forward=_location_from_json(data.get("forward")),
+        rank=None if data.get("rank") is None else int(data["rank"]),
+    )
+
+
+def _slot_from_json(data: dict[str, Any]) -> TensorSlot:
+    return TensorSlot(
+        shape=_shape(data.get("shape")),
+        dim_ranges=_ranges(data.get("dim_ranges")),
+        dtype=data.get("dtype"),
+        device=data.get("device"),
+    )
+
+
+def _location_from_json(data: Any) -> SourceLocation | None:
+    if not isinstance(data, dict):
+        return None
+    return SourceLocation(file=str(data["file"]), line=int(data["line"]))
 
 
 def compile_mode_of(value: Any) -> CompileMode | None:
@@ -288,6 +355,7 @@ def trace_from_json(data: Any) -> Trace:
                 for line in data["lines"]
             ),
             findings=tuple(finding_from_json(f) for f in data["findings"]),
+            modules=tuple(module_from_json(m) for m in data.get("modules", ())),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise TraceFormatError(f"malformed {SCHEMA_ID} trace: {err!r}") from err

@@ -136,5 +136,10 @@ def merge_traces(
         exception=exception,
         lines=tuple(lines),
         findings=tuple(findings),
+        modules=tuple(
+            replace(module, rank=rank) if len(ranks) > 1 else module
+            for rank in order
+            for module in ranks[rank].modules
+        ),  # each rank's own tree: shapes per rank
         detail=f"{len(ranks)} ranks",
     )

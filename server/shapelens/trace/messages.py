@@ -8,6 +8,8 @@
   sampled   {entries: [[file, line], ...]}     every line whose events were switched off
   findings  {entries: [finding, ...]}          appended
   compile   {mode}                             how torch.compile regions ran ("eager", ...)
+  modules   {entries: [module, ...]}           every nn.Module called so far (trace format's
+                                               ``modules``), re-sent whole when calls happened
   debug     {host, port}                       debugpy listens there, waiting for a client
   error     {message}                          the target could not be started
   stopped   {}                                 answer to a stop request on the control pipe
@@ -33,12 +35,13 @@ VARS: Final = "vars"
 SAMPLED: Final = "sampled"
 FINDINGS: Final = "findings"
 COMPILE: Final = "compile"
+MODULES: Final = "modules"
 DEBUG: Final = "debug"
 ERROR: Final = "error"
 STOPPED: Final = "stopped"
 END: Final = "end"
 
-RESULTS: Final = frozenset({LINES, VARS, FINDINGS})
+RESULTS: Final = frozenset({LINES, VARS, FINDINGS, MODULES})
 """Kinds that bring new results (a snapshot of a running trace is worth sending)."""
 
 VAR_FIELDS: Final = (
@@ -79,6 +82,11 @@ class Compile(TypedDict):
     mode: str | None
 
 
+class Modules(TypedDict):
+    t: Literal["modules"]
+    entries: list[dict[str, Any]]
+
+
 class Debug(TypedDict):
     t: Literal["debug"]
     host: str
@@ -110,7 +118,9 @@ class End(TypedDict):
     """Wall clock: orders failing ranks, the first is the cause."""
 
 
-Message = Hello | Lines | Vars | Sampled | Findings | Compile | Debug | Error | Stopped | End
+Message = (
+    Hello | Lines | Vars | Sampled | Findings | Compile | Modules | Debug | Error | Stopped | End
+)
 
 
 def json_number(value: Any) -> Any:
@@ -147,6 +157,10 @@ def findings(entries: Sequence[dict[str, Any]]) -> Findings:
 
 def compile_mode(mode: str | None) -> Compile:
     return {"t": COMPILE, "mode": mode}
+
+
+def modules(entries: list[dict[str, Any]]) -> Modules:
+    return {"t": MODULES, "entries": entries}
 
 
 def debug(*, host: str, port: int) -> Debug:

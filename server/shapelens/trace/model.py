@@ -71,6 +71,44 @@ class TracedLine:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SourceLocation:
+    file: str
+    line: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class TensorSlot:
+    """One tensor argument or result of a module, over all its calls."""
+
+    shape: tuple[int, ...] | None
+    """The last shape."""
+    dim_ranges: tuple[tuple[int, int], ...] | None = None
+    """Each dim's (min, max) when the shape varied (with a fixed number of dims)."""
+    dtype: str | None = None
+    device: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModuleCall:
+    """One ``nn.Module`` of the run and what went through it (``modules`` in the file)."""
+
+    path: str
+    """From its root: ``transformer.h.0.attn``; ``""`` for a root."""
+    cls: str
+    params: int
+    trainable_params: int
+    calls: int
+    inputs: tuple[TensorSlot, ...] = ()
+    outputs: tuple[TensorSlot, ...] = ()
+    declared: SourceLocation | None = None
+    """``self.attn = ...`` in the user's class that holds it (None for a root)."""
+    forward: SourceLocation | None = None
+    """Its class's ``forward``."""
+    rank: int | None = None
+    """Distributed runs: the rank it ran on."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class RelatedLocation:
     """A location named by a finding of a ``shapelens.trace/1`` file (kept by the migration)."""
 
@@ -174,6 +212,8 @@ class Trace:
     findings: tuple[Finding, ...] = ()
     # Human-readable detail about how the run ended (signal name, timeout), not in the schema core.
     detail: str | None = None
+    modules: tuple[ModuleCall, ...] = ()
+    """Every nn.Module called, each root followed by its descendants (tree order)."""
     compile_mode: CompileMode | None = None
     """How the program's torch.compile regions ran (``compile`` in the file): "eager" (the
     default: uncompiled, so their lines have hints), "compiled" (kept), None (none ran)."""

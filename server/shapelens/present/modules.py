@@ -1,0 +1,124 @@
+"""The module tree as text: a summary per module (code lens, the editor's tree) and the
+table ``shapelens run --modules`` prints."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from shapelens.present.shapes import dtype_text, ranged_shape_text, shape_text
+from shapelens.trace.model import ModuleCall, TensorSlot
+
+
+def count_text(count: int) -> str:
+    """``3``, ``4.2k``, ``27.7k``, ``1.3M``, ``1.2B``: a parameter count at a glance."""
+    for size, suffix in ((1_000_000_000, "B"), (1_000_000, "M"), (1_000, "k")):
+        if count >= size:
+            text = f"{count / size:.1f}".removesuffix(".0")
+            return text + suffix
+    return str(count)
+
+
+def slot_shape_text(slot: TensorSlot) -> str:
+    """``(1‥8,32,32)``: varying dims as ranges."""
+    if slot.dim_ranges is not None:
+        return ranged_shape_text(slot.dim_ranges)
+    return shape_text(slot.shape)
+
+
+def slot_text(slot: TensorSlot) -> str:
+    """``(1‥8,32,32) f32 cpu``."""
+    parts = [slot_shape_text(slot), dtype_text(slot.dtype), slot.device or ""]
+    return " ".join(p for p in parts if p)
+
+
+def shapes_text(slots: Sequence[TensorSlot], limit: int = 2) -> str:
+    """The shapes of a module's inputs (or outputs): ``(8,32), (8,32)``; ``—`` for none."""
+    if not slots:
+        return "—"
+    text = ", ".join(slot_shape_text(s) for s in slots[:limit])
+    return text + (", …" if len(slots) > limit else "")
+
+
+def module_summary(module: ModuleCall) -> str:
+    """``4.2k params · (4,64,64) → (4,64,65) ×22``."""
+    flow = f"{shapes_text(module.inputs)} → {shapes_text(module.outputs)}"
+    return f"{count_text(module.params)} params · {flow} ×{module.calls}"
+
+
+def merged_summary(modules: Sequence[ModuleCall]) -> str:
+    """One class's instances (``h.0``, ``h.1``): the first's parameters, every call, each
+    shape's dims ranged over all instances."""
+    first = modules[0]
+    calls = sum(m.calls for m in modules)
+    inputs = _merged_slots([m.inputs for m in modules])
+    outputs = _merged_slots([m.outputs for m in modules])
+    flow = f"{shapes_text(inputs)} → {shapes_text(outputs)}"
+    many = f" ({len(modules)} instances)" if len(modules) > 1 else ""
+    return f"{count_text(first.params)} params · {flow} ×{calls}{many}"
+
+
+def _merged_slots(per_module: Sequence[Sequence[TensorSlot]]) -> list[TensorSlot]:
+    merged: list[TensorSlot] = []
+    for index in range(min(len(slots) for slots in per_module)):
+        slots = [s[index] for s in per_module]
+        ranges = [_ranges(s) for s in slots]
+        if any(r is None for r in ranges) or len({len(r or ()) for r in ranges}) != 1:
+            merged.append(slots[-1])
+            continue
+        bounds = tuple(
+            (min(r[d][0] for r in ranges if r), max(r[d][1] for r in ranges if r))
+            for d in range(len(ranges[0] or ()))
+        )
+        varied = any(lo != hi for lo, hi in bounds)
+        merged.append(
+            TensorSlot(
+                shape=slots[-1].shape,
+                dim_ranges=bounds if varied else None,
+                dtype=slots[-1].dtype,
+                device=slots[-1].device,
+            )
+        )
+    return merged
+
+
+def _ranges(slot: TensorSlot) -> tuple[tuple[int, int], ...] | None:
+    if slot.dim_ranges is not None:
+        return slot.dim_ranges
+    if slot.shape is None:
+        return None
+    return tuple((d, d) for d in slot.shape)
+
+
+def modules_table(modules: Sequence[ModuleCall]) -> str:
+    """The tree as a table: path (indented by depth), class, params, in → out, calls."""
+    rows = [("module", "class", "params", "in → out", "calls")]
+    depths: dict[str, int] = {}
+    for module in modules:
+        path = module.path
+        if not path:
+            depths = {"": 0}  # a new root
+        # Under the nearest module that ran (a ModuleList is never called itself).
+        parent = next((p for p in _prefixes(path) if p in depths), "")
+        depth = depths[path] = depths.get(parent, 0) + 1 if path else 0
+        name = path[len(parent) + 1 :] if parent else path or module.cls
+        rank = f" [r{module.rank}]" if module.rank is not None else ""
+        rows.append(
+            (
+                "  " * depth + name + rank,
+                module.cls,
+                count_text(module.params),
+                f"{shapes_text(module.inputs)} → {shapes_text(module.outputs)}",
+                f"×{module.calls}",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return "\n".join(
+        "  ".join(cell.ljust(widths[i]) if i < 4 else cell for i, cell in enumerate(row)).rstrip()
+        for row in rows
+    )
+
+
+def _prefixes(path: str) -> list[str]:
+    """``a.b.c`` → ``a.b``, ``a`` (longest first)."""
+    parts = path.split(".")
+    return [".".join(parts[:n]) for n in range(len(parts) - 1, 0, -1)]

@@ -1,0 +1,158 @@
+"""The model as it ran: every nn.Module call, with its path, parameters, shapes, calls and
+where it was declared, through the CLI and the language server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from shapelens.present.modules import count_text
+from shapelens.trace import trace_from_json
+from shapelens.trace.codec import SCHEMA_PATH
+
+from conftest import line_of, run_cli
+
+MODEL = """
+import torch
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x):
+        return x + self.proj(self.norm(x))
+
+
+class Net(nn.Module):
+    def __init__(self, vocab, width, depth):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.blocks = nn.ModuleList([Block(width) for _ in range(depth)])
+        self.act = nn.GELU()
+        self.head = nn.Linear(width, vocab)
+        self.head.weight.requires_grad_(False)  # frozen: not trainable
+
+    def forward(self, idx, deep=True):
+        x = self.embed(idx)
+        for block in self.blocks if deep else self.blocks[:1]:  # dynamic depth
+            x = self.act(block(x))  # one GELU reused after every block
+        return self.head(x)
+"""
+
+MAIN = """
+import torch
+import torch.nn as nn
+from model import Net
+
+net = Net(vocab=10, width=8, depth=2)
+criterion = nn.CrossEntropyLoss()
+wrapped = nn.DataParallel(net)  # on the CPU it just calls the model: shown unwrapped
+for step, length in enumerate([5, 3, 7]):
+    idx = torch.randint(0, 10, (2, length))
+    logits = wrapped(idx, deep=step != 1)
+    loss = criterion(logits.view(-1, 10), idx.view(-1))
+"""
+
+
+def test_the_cli_records_and_prints_the_module_tree(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("torch")
+    model = script(MODEL, "model.py")
+    script(MAIN)
+    run = run_cli("--modules", "main.py", cwd=tmp_path, timeout=180)
+    assert run.returncode == 0, run.stderr
+    assert run.trace is not None
+    jsonschema.validate(run.trace, json.loads(SCHEMA_PATH.read_text()))
+    modules = {(m["class"], m["path"]): m for m in run.trace["modules"]}
+    order = [(m["class"], m["path"]) for m in run.trace["modules"]]
+    # Two roots, each first in its tree; the DataParallel wrapper is shown as what it wraps.
+    assert order[0] == ("Net", "") and ("CrossEntropyLoss", "") in order
+    assert not any(cls == "DataParallel" or path.startswith("module") for cls, path in order)
+    assert order.index(("Block", "blocks.0")) < order.index(("LayerNorm", "blocks.0.norm"))
+    net = modules[("Net", "")]
+    assert net["calls"] == 3 and net["params"] == 10 * 8 + 2 * (16 + 72) + 90
+    assert net["trainable_params"] == net["params"] - 80  # the frozen head's weight
+    assert net["inputs"] == [
+        {"shape": [2, 7], "dtype": "int64", "device": "cpu", "dim_ranges": [[2, 2], [3, 7]]}
+    ]
+    assert net["outputs"][0]["dim_ranges"] == [[2, 2], [3, 7], [10, 10]]
+    assert net["declared"] is None  # a root
+    assert net["forward"] == {"file": str(model), "line": line_of(model, "def forward(self, idx")}
+    # Dynamic depth: the second block ran on two of the three calls; the GELU after each.
+    assert modules[("Block", "blocks.0")]["calls"] == 3
+    assert modules[("Block", "blocks.1")]["calls"] == 2
+    assert modules[("GELU", "act")]["calls"] == 5
+    # Declared where the user's class holds it: ModuleList's child by `self.blocks = ...`.
+    norm = modules[("LayerNorm", "blocks.1.norm")]
+    assert norm["declared"] == {"file": str(model), "line": line_of(model, "self.norm =")}
+    block = modules[("Block", "blocks.1")]
+    assert block["declared"]["line"] == line_of(model, "self.blocks =")
+    assert block["forward"]["line"] == line_of(model, "def forward(self, x)")
+    assert modules[("Linear", "head")]["forward"]["file"].endswith("torch/nn/modules/linear.py")
+    # The table on stderr: tree order, parameters, in → out, calls.
+    table = run.stderr[run.stderr.index("\nmodule ") + 1 :]
+    rows = [" ".join(row.split()) for row in table.splitlines()]
+    assert rows[0] == "module class params in → out calls"
+    assert "Net Net 346 (2,3‥7) → (2,3‥7,10) ×3" in rows
+    # The second block only ran on the longer sequences; it sits under the root (its
+    # ModuleList never ran itself), its children under it.
+    assert "blocks.1 Block 88 (2,5‥7,8) → (2,5‥7,8) ×2" in rows
+    assert "norm LayerNorm 16 (2,5‥7,8) → (2,5‥7,8) ×2" in rows
+    lines = table.splitlines()
+    block = next(line for line in lines if line.lstrip().startswith("blocks.1 "))
+    norm = lines[lines.index(block) + 1]
+    assert len(block) - len(block.lstrip()) == 2 and len(norm) - len(norm.lstrip()) == 4
+    # The trace reads back into the model the editor uses.
+    assert trace_from_json(run.trace).modules[0].cls == "Net"
+
+
+def test_counts_read_at_a_glance() -> None:
+    assert [count_text(n) for n in (3, 4224, 27_680, 1_300_000, 1_234_000_000)] == [
+        "3",
+        "4.2k",
+        "27.7k",
+        "1.3M",
+        "1.2B",
+    ]
+
+
+async def test_the_language_server_returns_the_tree_and_lenses(lsp) -> None:  # type: ignore[no-untyped-def]
+    from lsprotocol import types
+
+    pytest.importorskip("torch")
+    model, model_uri = lsp.write("model.py", MODEL)
+    path, uri = lsp.write("main.py", MAIN)
+    lsp.open(path)
+    lsp.open(model)
+    empty = await lsp.client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="shapelens.modules", arguments=[{"uri": uri}])
+    )
+    assert empty == {"modules": []}  # nothing ran yet
+    assert (await lsp.run(uri))["status"] == "ok"
+    answer = await lsp.client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="shapelens.modules", arguments=[{"uri": model_uri}])
+    )
+    entries = {(m["class"], m["path"]): m for m in answer["modules"]}
+    net = entries[("Net", "")]
+    assert net["summary"] == "346 params · (2,3‥7) → (2,3‥7,10) ×3"
+    assert net["inputs"][0]["text"] == "(2,3‥7) i64 cpu"
+    assert net["rank"] is None
+    lenses = await lsp.client.text_document_code_lens_async(
+        types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=model_uri))
+    )
+    titles = {lens.range.start.line: lens.command.title for lens in lenses if lens.command}
+    # Both Blocks under one lens: one block's parameters, every call, shapes of both.
+    assert titles[line_of(model, "class Block") - 1] == (
+        "88 params · (2,3‥7,8) → (2,3‥7,8) ×5 (2 instances)"
+    )
+    assert titles[line_of(model, "class Net") - 1] == "346 params · (2,3‥7) → (2,3‥7,10) ×3"
+    bad = await lsp.client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="shapelens.modules", arguments=[{}])
+    )
+    assert bad["status"] == "error"
