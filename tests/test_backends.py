@@ -85,7 +85,16 @@ def test_sampling_switches_hot_lines_off(tmp_path: Path) -> None:
     assert acc_line is not None and acc_line["sampled"] is True and acc_line["hits"] == 50
     assert (
         "acc (4,) f64 cpu ×50+"
-        in run_cli("--backend", "monitoring", "--sample", "50", "sample.py", cwd=tmp_path).stderr
+        in run_cli(
+            "--backend",
+            "monitoring",
+            "--sample",
+            "50",
+            "--hints",
+            "full",
+            "sample.py",
+            cwd=tmp_path,
+        ).stderr
     )
     # lines below the limit are exact and not marked
     assert "sampled" not in run.line(script, line_of(script, "bad = y - col"))  # type: ignore[operator]

@@ -192,7 +192,6 @@ def test_source_blocks_know_loops_functions_and_reads() -> None:
     assert blocks.opened[1].is_function and blocks.opened[1].counter == 1
     assert blocks.opened[4].counter == 5  # the loop's first plain statement
     assert blocks.block_of(5).header == 4 and blocks.block_of(7).header == 1
-    assert 4 in blocks.direct and 7 not in blocks.direct
     assert blocks.reads[2] == {"x", "w"} and blocks.reads[4] == {"range"}
     assert source_blocks("def broken(:\n").opened == {}  # unparsable: no blocks, no error
 

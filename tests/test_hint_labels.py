@@ -122,7 +122,13 @@ def test_numbers_show_their_value_or_their_range(script, tmp_path: Path) -> None
     assert hint("lr = 0.001") == "lr=0.001"
     assert hint('best = float("inf")') == "best=inf"  # a Python inf is never a finding
     assert hint("total = 0.0") == "total=0.0"
-    assert hint("for i in range(1000):") == "i 0‥999 ×1000"  # the loop's count, said once
+    estimated = "+" if sys.version_info >= (3, 12) else ""
+    # the loop's count, said once (on 3.12+ its body's first line is switched off: estimated)
+    if estimated:
+        assert hint("for i in range(1000):").startswith("i 0‥999 ×")
+        assert hint("for i in range(1000):").endswith("+")
+    else:
+        assert hint("for i in range(1000):") == "i 0‥999 ×1000"
     if sys.version_info >= (3, 12):
         # Switched off once stable (sampled, ×N+): the range is over the values read before
         # that and at re-arms (every 0.2 s; this loop is shorter), not the whole loop.

@@ -64,7 +64,8 @@ async def test_progress_and_cancel_keep_partial_results(lsp: LspSession) -> None
     assert result["status"] == "cancelled"
     assert isinstance(lsp.client.progress_reports[token][-1], types.WorkDoneProgressEnd)
     hints = await lsp.hints(uri)
-    assert hints[line_of(path, "grad =") - 1].startswith("grad (2,2) i64 cpu ×")
+    assert hints[line_of(path, "grad =") - 1] == "grad (2,2)"  # int64: this run's usual
+    assert hints[line_of(path, "while True:") - 1].startswith("×")  # the loop's count so far
     # the server is healthy: a new run works
     path2, uri2 = lsp.write("ok.py", "import numpy as np\nv = np.ones(3)\n")
     lsp.open(path2)
@@ -110,7 +111,7 @@ async def test_user_code_cannot_hurt_the_server(
     assert result["status"] == status
     if message is not None:
         assert any(message in m.message for m in lsp.client.messages), lsp.client.messages
-    assert (await lsp.hints(uri))[1] == "kept (2,) f64 cpu"
+    assert (await lsp.hints(uri))[1] == "kept (2,)"
     forwarded = sum(len(m.message) for m in lsp.client.log_messages)
     assert forwarded < 2 * (1 << 20)  # a huge print is capped, not streamed into the editor
 
@@ -127,13 +128,13 @@ async def test_results_for_imported_files_and_reopen(lsp: LspSession) -> None:
     lsp.open(helper)
     update = await updated
     assert update.uri == helper_uri
-    assert (await lsp.hints(helper_uri))[2] == "made (5,1) f64 cpu"
+    assert (await lsp.hints(helper_uri))[2] == "made (5,1)"
     # closing and reopening keeps the last results
     lsp.client.text_document_did_close(
         types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=main_uri))
     )
     lsp.open(main, version=2)
-    assert (await lsp.hints(main_uri))[1] == "result (5,1) f64 cpu"
+    assert (await lsp.hints(main_uri))[1] == "result (5,1)"
     cleared = await lsp.client.workspace_execute_command_async(
         types.ExecuteCommandParams(command="shapelens.clear", arguments=[])
     )
@@ -166,7 +167,7 @@ async def test_warm_runner_forks_fresh_children(lsp: LspSession) -> None:
     # user modules are imported fresh in each forked child, never stale
     helper.write_text("import numpy as np\nSIZE = 5\n")
     assert await run_and_parent() != cold_parent
-    assert (await lsp.hints(uri))[4] == "v (5,) f64 cpu"
+    assert (await lsp.hints(uri))[4] == "v (5,)"
 
 
 LAUNCHED = """
@@ -190,12 +191,12 @@ async def test_a_launch_configuration_runs_with_its_args_env_and_module(lsp: Lsp
     lsp.open(path)
     result = await lsp.run(uri, args=["--rows", "3"], env={"WIDTH": "7"})
     assert result["status"] == "ok", result
-    assert (await lsp.hints(uri))[line_of(path, "batch =") - 1].startswith("batch (3,7) f64")
+    assert (await lsp.hints(uri))[line_of(path, "batch =") - 1] == "batch (3,7)"
     result = await lsp.run(
         uri, module="pkg.train", args=["--rows", "5"], env={"WIDTH": "2"}, cwd=str(lsp.root)
     )
     assert result["status"] == "ok", result
-    assert (await lsp.hints(uri))[line_of(path, "batch =") - 1].startswith("batch (5,2) f64")
+    assert (await lsp.hints(uri))[line_of(path, "batch =") - 1] == "batch (5,2)"
     for bad, message in (({"env": {"WIDTH": 7}}, "env must map"), ({"module": ""}, "module")):
         result = await lsp.run(uri, **bad)
         assert result["status"] == "error" and message in result["message"], result

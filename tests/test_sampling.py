@@ -77,8 +77,14 @@ def test_hit_counts_are_exact_or_marked_estimates(script, tmp_path: Path) -> Non
         assert abs(line["hits"] - truth) <= truth * 0.02, line
         assert bool(line.get("sampled")) == MONITORING, line  # estimates say so
         assert abs(line["vars"][0]["hits"] - truth) <= truth * 0.02, line
-    label = f"×{body['hits']}+" if MONITORING else f"×{body['hits']}"
+    # Compact hints: a count that differs from its loop's is shown, marked when estimated;
+    # the loop header's own count is exact on both backends.
+    label = f"×{logged['hits']}+" if MONITORING else f"×{logged['hits']}"
     assert label in run.stderr
+    header_row = next(r for r in run.stderr.splitlines() if "for i in range(steps)" in r)
+    first = run.line(main, line_of(main, "rows = 4 if"))  # counts the loop's iterations
+    assert first is not None
+    assert header_row.endswith(f"×{first['hits']}{'+' if MONITORING else ''}"), header_row
 
 
 def test_sample_mode_still_gives_lower_bounds(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

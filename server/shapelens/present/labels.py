@@ -152,17 +152,9 @@ class FileHints:
         """How often ``block`` ran (and whether that is an estimate); the module runs once."""
         if block.header == 0:
             return 1, False
+        # Not the loop header's own events: one per iteration plus one per exit, or not,
+        # depending on the Python version and backend.
         counter = self._lines.get(block.counter) if block.counter is not None else None
-        if counter is not None and not counter.sampled:
-            return counter.hits, False
-        header = self._lines.get(block.header)
-        direct = block.header in self._blocks.direct  # entered once per pass of its block
-        if direct and not block.is_function and header is not None and not header.sampled:
-            # A loop header's events: one per iteration plus one per entry (its exit). Exact
-            # where the body's first line is an estimate (switched off on 3.12+).
-            entries = self._block_count(self._blocks.block_of(block.header))
-            if entries is not None and not entries[1] and header.hits > entries[0]:
-                return header.hits - entries[0], False
         if counter is None:
             return None
         return counter.hits, counter.sampled

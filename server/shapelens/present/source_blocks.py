@@ -45,8 +45,6 @@ class SourceBlocks:
     line's arguments belong to the function it opens."""
     reads: dict[int, frozenset[str]] = field(default_factory=dict)
     """What each statement reads: names and attribute paths (``x``, ``self.weight``)."""
-    direct: set[int] = field(default_factory=set)
-    """Statements that run on every pass of their block (not under an ``if``, ``try``, …)."""
     owner: dict[int, int] = field(default_factory=dict)
     """The ``class`` line each line of a method runs under (0: none): ``self.bias`` of one
     class is not another's."""
@@ -73,11 +71,8 @@ def _visit(
     scope: int,
     owner: int,
     blocks: SourceBlocks,
-    direct: bool = True,
 ) -> None:
     for statement in body:
-        if direct:
-            blocks.direct.add(statement.lineno)
         end = statement.end_lineno or statement.lineno
         for line in range(statement.lineno, end + 1):
             blocks.enclosing[line] = block
@@ -95,12 +90,12 @@ def _visit(
             )
             blocks.opened[statement.lineno] = opened
             _visit(statement.body, opened, scope, owner, blocks)
-            _visit(statement.orelse, block, scope, owner, blocks, direct=False)
+            _visit(statement.orelse, block, scope, owner, blocks)
         elif isinstance(statement, ast.ClassDef):
-            _visit(statement.body, block, scope, statement.lineno, blocks, direct)
+            _visit(statement.body, block, scope, statement.lineno, blocks)
         else:
             for child in _child_bodies(statement):
-                _visit(child, block, scope, owner, blocks, direct=False)
+                _visit(child, block, scope, owner, blocks)
 
 
 def _first_plain(body: Sequence[ast.stmt]) -> int | None:
