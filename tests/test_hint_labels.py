@@ -250,7 +250,8 @@ def test_scalars_show_their_course_as_a_sparkline(script, tmp_path: Path) -> Non
         assert " loss 1.5 " in line and "grad" not in line and "×" not in line, line
     else:
         assert line.endswith("loss 1.5 ▆▂▁▁▁▁▁▁"), line  # stalls near 1.5
-    assert listing_hint(run.stderr, "for step in range(500):") == "step 0‥499  ×500"
+    estimated = "+" if sys.version_info >= (3, 12) else ""  # its first body line: switched off
+    assert listing_hint(run.stderr, "for step in range(500):") == f"step 0‥499  ×500{estimated}"
     running = run.var(main, line_of(main, "running = 0.9"), "running")
     assert len(running["history"]) >= 2
     ghost = run.var(main, line_of(main, "ghost ="), "ghost")

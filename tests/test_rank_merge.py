@@ -32,3 +32,22 @@ def test_a_rank_that_crashed_on_its_own_still_makes_the_run_a_crash() -> None:
     assert merged.status == "crashed"
     alone = merge_traces({0: _rank("ok"), 1: _rank("crashed")})
     assert alone.status == "crashed"
+
+
+def test_each_rank_keeps_its_module_tree() -> None:
+    from dataclasses import replace
+
+    from shapelens.present.modules import modules_table
+    from shapelens.trace.model import ModuleCall, TensorSlot
+
+    def net(batch: int) -> ModuleCall:
+        slot = TensorSlot(shape=(batch, 4), dtype="float32", device="cpu")
+        return ModuleCall(path="", cls="Net", params=20, trainable_params=20, calls=3,
+                          inputs=(slot,), outputs=(slot,))  # fmt: skip
+
+    merged = merge_traces({0: replace(_rank("ok"), modules=(net(8),)),
+                           1: replace(_rank("ok"), modules=(net(7),))})  # fmt: skip
+    assert [(m.rank, m.inputs[0].shape) for m in merged.modules] == [(0, (8, 4)), (1, (7, 4))]
+    assert "Net [r1]" in modules_table(merged.modules)
+    single = merge_traces({0: replace(_rank("ok"), modules=(net(8),))})
+    assert single.modules[0].rank is None
