@@ -103,10 +103,8 @@ class FileHints:
         count = self._block_count(opened) if opened is not None else None
         if count is not None:  # a def or loop header says how often its block ran
             shown_count, sampled = count
-        elif line.vars:  # how often values were bound (a comprehension's line runs per item)
-            shown_count, sampled = max(v.hits for v in line.vars), line.sampled
         else:
-            shown_count, sampled = line.hits, line.sampled
+            shown_count, sampled = _line_count(line)
         # Counts that differ from the block's (unknown block: any count above one).
         show_count = shown_count > 1 if enclosing is None else shown_count != enclosing[0]
         consumed = self._consumed_grad(line.line)
@@ -155,9 +153,7 @@ class FileHints:
         # Not the loop header's own events: one per iteration plus one per exit, or not,
         # depending on the Python version and backend.
         counter = self._lines.get(block.counter) if block.counter is not None else None
-        if counter is None:
-            return None
-        return counter.hits, counter.sampled
+        return None if counter is None else _line_count(counter)
 
     def _consumed_grad(self, line: int) -> bool | None:
         """Whether a tensor ``line`` reads requires grad (None: it reads none we traced, or
@@ -195,6 +191,15 @@ class FileHints:
                     grads[key] = seen if key not in grads or grads[key] == seen else None
             self._scope_grads = grads
         return self._scope_grads
+
+
+def _line_count(line: TracedLine) -> tuple[int, bool]:
+    """How often a line ran, as a hint counts it: how often it bound its values when it
+    binds some (a comprehension's line has an event per item; a run stopped mid-statement
+    has one more event than reads), else its events."""
+    if line.vars:
+        return max(v.hits for v in line.vars), line.sampled
+    return line.hits, line.sampled
 
 
 def _base_name(name: str) -> str:
