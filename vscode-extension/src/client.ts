@@ -13,6 +13,8 @@ import { Settings, serverSettings } from "./settings";
 
 export const TRACE_UPDATED = "shapelens/traceUpdated";
 export const DEBUG_LISTENING = "shapelens/debugListening";
+/** Commands that run a file: every run (Run File, a launch configuration, a debug run) ends in one. */
+const RUN_COMMANDS = new Set(["shapelens.run", "shapelens.runFunction"]);
 
 export interface DebugEndpoint {
   uri: string;
@@ -28,6 +30,11 @@ export interface ClientConfig {
 
 export class ShapeLensClient implements vscode.Disposable {
   private client: LanguageClient | undefined;
+  private lastTraced: string | undefined; // the URI of the latest traceUpdated
+  private readonly resultsChanged = new vscode.EventEmitter<string | undefined>();
+  /** Fires when a run ended or a trace was loaded, with a URI of a file it ran; undefined when
+   * every result is gone (Clear, a restart). */
+  readonly onDidChangeResults = this.resultsChanged.event;
   /** Set by the debug integration: debugpy in a traced run is ready for a debugger. */
   onDebugListening: (where: DebugEndpoint) => void = () => undefined;
 
@@ -69,7 +76,10 @@ export class ShapeLensClient implements vscode.Disposable {
       },
     };
     const client = new LanguageClient("shapelens", "ShapeLens", serverOptions, clientOptions);
-    client.onNotification(TRACE_UPDATED, (update: TraceUpdate) => this.decorations.apply(update));
+    client.onNotification(TRACE_UPDATED, (update: TraceUpdate) => {
+      this.lastTraced = update.uri;
+      this.decorations.apply(update);
+    });
     client.onNotification(DEBUG_LISTENING, (where: DebugEndpoint) => this.onDebugListening(where));
     this.client = client;
     await client.start();
@@ -78,6 +88,7 @@ export class ShapeLensClient implements vscode.Disposable {
   async restart(): Promise<void> {
     await this.stop();
     this.decorations.clear();
+    this.resultsChanged.fire(undefined);
     await this.start();
   }
 
@@ -93,7 +104,24 @@ export class ShapeLensClient implements vscode.Disposable {
     if (!this.client) {
       throw new Error("the ShapeLens language server is not running");
     }
-    return this.client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [argument] });
+    const reply = this.client.sendRequest(ExecuteCommandRequest.type, { command, arguments: [argument] });
+    this.announceResults(command, argument, reply);
+    return reply;
+  }
+
+  /** The one place every run's end passes: a run's reply comes when its program ended. */
+  private announceResults(command: string, argument: unknown, reply: Promise<unknown>): void {
+    const uri = (argument as { uri?: unknown } | null | undefined)?.uri;
+    if (RUN_COMMANDS.has(command) && typeof uri === "string") {
+      const ended = () => this.resultsChanged.fire(uri); // a failed run may still have left results
+      void reply.then(ended, ended);
+    } else if (command === "shapelens.loadTrace") {
+      // A trace names no script: its files' traceUpdated notifications come before the reply.
+      this.lastTraced = undefined;
+      void reply.then(() => this.resultsChanged.fire(this.lastTraced), () => undefined);
+    } else if (command === "shapelens.clear" && uri === undefined) {
+      void reply.then(() => this.resultsChanged.fire(undefined), () => undefined);
+    }
   }
 
   notifySettings(): void {
@@ -104,6 +132,7 @@ export class ShapeLensClient implements vscode.Disposable {
   }
 
   dispose(): void {
+    this.resultsChanged.dispose();
     void this.stop();
   }
 }
