@@ -4,6 +4,7 @@ import { ShapeLensClient } from "./client";
 import { registerCommands } from "./commands";
 import { DebugIntegration } from "./debug";
 import { DecorationController } from "./decorations";
+import { ModuleView } from "./moduleView";
 import { resolveInterpreter } from "./python";
 import { readSettings, Settings } from "./settings";
 import { RunStatusBar } from "./statusBar";
@@ -38,9 +39,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   );
   const debugging = new DebugIntegration(client, output, decorations);
   client.onDebugListening = (where) => debugging.listening(where);
+  const modules = new ModuleView(client, output);
   context.subscriptions.push(
     output,
     debugging,
+    modules,
+    client.onDidChangeResults((uri) => modules.show(uri)),
     decorations,
     status,
     client,
