@@ -24,6 +24,7 @@ import { installExtension, prepareProfile, startCodeServer } from './lib/code-se
 import { loadConfig, repoRoot } from './lib/config.mjs';
 import { ProcessTracker } from './lib/processes.mjs';
 import {
+  activeTab,
   clickWord,
   dismissHover,
   editorLines,
@@ -32,9 +33,11 @@ import {
   hoverWord,
   installPageHelpers,
   runCommand,
+  treeRow,
   waitForEditor,
   waitForLines,
   waitForProblem,
+  waitForTreeRows,
   variableRows,
 } from './lib/workbench.mjs';
 
@@ -80,6 +83,11 @@ const LAUNCH_JSON = {
   ],
 };
 const REVERT_TITLE = 'File: Revert File';
+/** The Explorer's module tree: its section header, and the focus command VS Code makes for it
+ * (titled after the view, in the category of its container). */
+const MODULES_VIEW = 'ShapeLens';
+const FOCUS_MODULES_TITLE = 'Explorer: Focus on ShapeLens View';
+const MODEL_LINE = 'model = torch.nn.Linear(2, 1)';
 
 /** @param {import('./lib/workbench.mjs').EditorLine[]} lines @param {string} code */
 const lineOf = (lines, code) => lines.find((l) => l.text.trim() === code);
@@ -314,6 +322,8 @@ class Run {
     log(`  line ${before.number}: ${JSON.stringify(before.label)}`);
     await writeFile(path.join(config.artifacts, 'editor-after-run.txt'), `${formatLines(await editorLines(page))}\n`);
 
+    await this.checkModulesView(page);
+
     const problem = await this.step('see the broadcast warning in the Problems panel', async () => {
       await page.keyboard.press('Control+Shift+M');
       await page.locator('.markers-panel').first().waitFor({ state: 'visible', timeout: 20_000 });
@@ -353,6 +363,83 @@ class Run {
     );
     log(`  problem: ${JSON.stringify(movedProblem)}`);
     await writeFile(path.join(config.artifacts, 'editor-after-edit.txt'), `${formatLines(await editorLines(page))}\n`);
+  }
+
+  /**
+   * The Explorer's "ShapeLens" view after the run: the model `torch.nn.Linear(2, 1)` is a root
+   * called 10 times on (4,2), giving (4,1); a click on it opens its declaration (else its class's
+   * forward, in torch). Ends with the script's editor active again, for the steps after it.
+   * @param {import('playwright-core').Page} page
+   */
+  async checkModulesView(page) {
+    await this.step(`open the "${MODULES_VIEW}" view with "${FOCUS_MODULES_TITLE}"`, () =>
+      runCommand(page, FOCUS_MODULES_TITLE, 20_000),
+    );
+
+    /** @param {import('./lib/workbench.mjs').TreeRow} row */
+    const isModel = (row) => row.level === 1 && row.label === 'Linear';
+    const model = await this.step('see the model in the ShapeLens view', () =>
+      waitForTreeRows(
+        page,
+        MODULES_VIEW,
+        (rows) => rows.find((row) => isModel(row) && row.description.includes('3 params') && row.description.includes('×10')),
+        { timeout: 30_000, what: 'a top-level row "Linear" whose description has "3 params" and "×10"' },
+      ),
+    );
+    log(`  ${JSON.stringify(model)}`);
+
+    const leaves = await this.step('expand the model and see its in (4,2) and out (4,1) leaves', async () => {
+      if (model.expanded === false) await treeRow(page, MODULES_VIEW, 'Linear').locator('.monaco-tl-twistie').click();
+      return waitForTreeRows(
+        page,
+        MODULES_VIEW,
+        (rows) => {
+          const start = rows.findIndex(isModel);
+          if (start < 0) return null;
+          const end = rows.findIndex((row, index) => index > start && row.level <= 1);
+          const children = rows.slice(start + 1, end < 0 ? undefined : end).filter((row) => row.level === 2);
+          const input = children.find((row) => row.label === 'in' && row.description.includes('(4,2)'));
+          const output = children.find((row) => row.label === 'out' && row.description.includes('(4,1)'));
+          return input && output ? { input, output } : null;
+        },
+        { timeout: 10_000, what: 'the leaves "in (4,2)…" and "out (4,1)…" under "Linear"' },
+      );
+    });
+    log(`  ${JSON.stringify(leaves)}`);
+
+    const opened = await this.step('click the model and see where it was declared (or its forward) open', async () => {
+      const declaration = lineOf(await editorLines(page), MODEL_LINE)?.number;
+      const before = await activeTab(page);
+      await treeRow(page, MODULES_VIEW, 'Linear').locator('.label-name').click();
+      // The server may know the line `model = …` (the cursor goes there in this editor) or only
+      // Linear.forward (torch's linear.py opens in a new tab).
+      const deadline = Date.now() + 20_000;
+      for (;;) {
+        const now = await activeTab(page);
+        if (now.tab && now.tab !== FILE) return now;
+        if (now.tab === FILE && now.line === declaration && before.line !== declaration) return now;
+        if (Date.now() > deadline) {
+          throw new Error(
+            `no editor moved: the active tab is ${JSON.stringify(now)} (before the click ${JSON.stringify(before)}; ` +
+              `\`${MODEL_LINE}\` is line ${declaration})`,
+          );
+        }
+        await page.waitForTimeout(150); // poll interval
+      }
+    });
+    log(`  ${JSON.stringify(opened)}`);
+
+    if (opened.tab !== FILE) {
+      // Closed, not left behind: the debugging steps later expect the script's editor alone.
+      await this.step(`close ${opened.tab} and go back to ${FILE}`, async () => {
+        const tab = page.locator(`.part.editor .tab[data-resource-name="${opened.tab}"]`);
+        await tab.locator('.tab-actions .action-label').first().click();
+        await tab.waitFor({ state: 'detached', timeout: 10_000 });
+        await waitForEditor(page, FILE, SQUARED_DIFF_LINE, 20_000);
+        const now = await activeTab(page);
+        if (now.tab !== FILE) throw new Error(`the active tab is ${now.tab}, not ${FILE}`);
+      });
+    }
   }
 
   /**

@@ -28,6 +28,25 @@
  * @property {() => string[]} problemRows the visible rows of the Problems panel
  * @property {() => { name: string, value: string }[]} variableRows the rendered rows of the
  *   Run and Debug view's Variables tree (scopes have an empty value)
+ * @property {(viewTitle: string) => TreeRow[]} treeRows the rendered rows of the side bar view
+ *   whose section header reads `viewTitle`
+ * @property {() => ActiveTab} activeTab the active editor tab and its cursor's line
+ */
+
+/**
+ * One rendered row of a view's tree.
+ * @typedef {object} TreeRow
+ * @property {string} label
+ * @property {string} description
+ * @property {number} level 1 for a top-level row (`aria-level`)
+ * @property {boolean | null} expanded null for a row that cannot expand
+ */
+
+/**
+ * The active editor tab and the cursor's line as the status bar shows it.
+ * @typedef {object} ActiveTab
+ * @property {string} tab the active tab's file name (`data-resource-name`)
+ * @property {number} line 1-based, from the status bar's "Ln N, Col M" (NaN when not shown)
  */
 
 /**
@@ -171,8 +190,35 @@ export function installPageHelpers() {
       value: plain(row.querySelector('.value')?.textContent).trim(),
     }));
 
+  /** @type {PageHelpers['treeRows']} */
+  const treeRows = (viewTitle) => {
+    const pane = [...document.querySelectorAll('.part.sidebar .pane')].find(
+      (element) => plain(element.querySelector('.pane-header .title')?.textContent).trim() === viewTitle,
+    );
+    if (!pane) return [];
+    return [...pane.querySelectorAll('.pane-body .monaco-list-row')].filter(visible).map((row) => {
+      const expanded = row.getAttribute('aria-expanded');
+      return {
+        label: plain(row.querySelector('.label-name')?.textContent).trim(),
+        description: plain(row.querySelector('.label-description')?.textContent).trim(),
+        level: Number(row.getAttribute('aria-level') ?? NaN),
+        expanded: expanded === null ? null : expanded === 'true',
+      };
+    });
+  };
+
+  /** @type {PageHelpers['activeTab']} */
+  const activeTab = () => {
+    const tab = document.querySelector('.part.editor .editor-group-container.active .tab.active');
+    const status = plain(document.querySelector('#status\\.editor\\.selection')?.textContent);
+    return {
+      tab: tab?.getAttribute('data-resource-name') ?? '',
+      line: Number(/Ln (\d+)/.exec(status)?.[1] ?? NaN),
+    };
+  };
+
   /** @type {PageHelpers} */
-  const helpers = { editorLines, wordCenter, hoverText, problemRows, variableRows };
+  const helpers = { editorLines, wordCenter, hoverText, problemRows, variableRows, treeRows, activeTab };
   globalThis.__shapelensE2E = helpers;
 }
 
@@ -391,4 +437,44 @@ export function errorMessage(error) {
 /** @param {Page} page @returns {Promise<{ name: string, value: string }[]>} */
 export function variableRows(page) {
   return page.evaluate(() => globalThis.__shapelensE2E.variableRows());
+}
+
+/**
+ * Polls the rows of the side bar view `viewTitle` until `accept` returns a result, and returns
+ * it. On timeout, the error shows the rows as last seen.
+ * @template T
+ * @param {Page} page
+ * @param {string} viewTitle the view's section header, e.g. "ShapeLens"
+ * @param {(rows: TreeRow[]) => T | null | undefined | false} accept runs in Node on each poll
+ * @param {{ timeout: number, what: string }} options
+ * @returns {Promise<T>}
+ */
+export async function waitForTreeRows(page, viewTitle, accept, options) {
+  const deadline = Date.now() + options.timeout;
+  for (;;) {
+    const rows = await page.evaluate((title) => globalThis.__shapelensE2E.treeRows(title), viewTitle);
+    const result = accept(rows);
+    if (result) return result;
+    if (Date.now() > deadline) {
+      const shown = rows.map((row) => `  ${'  '.repeat(Math.max(0, row.level - 1))}${row.label}  ${row.description}`).join('\n');
+      throw new Error(`timed out after ${options.timeout / 1000} s waiting for ${options.what}; the "${viewTitle}" view showed:\n${shown || '  (no rows)'}`);
+    }
+    await page.waitForTimeout(150); // the interval between polls, not a wait for an outcome
+  }
+}
+
+/**
+ * The row of the side bar view `viewTitle` whose label is `label` (the first one).
+ * @param {Page} page
+ * @param {string} viewTitle
+ * @param {string} label
+ */
+export function treeRow(page, viewTitle, label) {
+  const pane = page.locator('.part.sidebar .pane', { has: page.locator('.pane-header .title', { hasText: viewTitle }) });
+  return pane.locator('.pane-body .monaco-list-row', { has: page.locator('.label-name', { hasText: label }) }).first();
+}
+
+/** @param {Page} page @returns {Promise<ActiveTab>} */
+export function activeTab(page) {
+  return page.evaluate(() => globalThis.__shapelensE2E.activeTab());
 }
