@@ -50,6 +50,7 @@ export class ModuleView implements vscode.TreeDataProvider<Row>, vscode.Disposab
         : [];
     }
     const target = this.target;
+    this.view.message = undefined;
     if (!target) {
       return [];
     }
@@ -68,7 +69,11 @@ export class ModuleView implements vscode.TreeDataProvider<Row>, vscode.Disposab
     if (request !== this.requests || target !== this.target) {
       return []; // a newer request replaces this one
     }
-    return buildModuleTree(modulesOf(reply)).map((node): Row => ({ kind: "module", node }));
+    const roots = buildModuleTree(modulesOf(reply));
+    if (roots.length === 0) {
+      this.view.message = "No nn.Module ran in the last run.";
+    }
+    return roots.map((node): Row => ({ kind: "module", node }));
   }
 
   getTreeItem(row: Row): vscode.TreeItem {
