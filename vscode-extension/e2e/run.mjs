@@ -45,6 +45,7 @@ const FILE = 'seed_linear_fit.py';
 const SQUARED_DIFF_LINE = 'squared_diff = (y - pred) ** 2';
 const PRED_LINE = 'pred = model(x)';
 const LOOP_LINE = 'for _ in range(10):';
+const ZERO_GRAD_LINE = 'optimizer.zero_grad()';
 const INSERT_AFTER_LINE = 'import torch';
 const INSERTED_TEXT = '# a line inserted by the end-to-end test';
 const LOSS_BACKWARD_LINE = 'loss.backward()';
@@ -309,13 +310,15 @@ class Run {
         (lines) => {
           const line = lines.find((l) => l.text.trim() === SQUARED_DIFF_LINE);
           const label = line?.decorations.find((d) => d.includes('(4,4)'));
-          // Compact hints: the loop header says ×10 once, its body's lines no count.
+          // Compact hints: the loop header says ×10 once, its body's lines no count, and a
+          // line that binds no value says nothing.
           const loop = lineOf(lines, LOOP_LINE)?.decorations.find((d) => d.trim() === '×10');
-          return line && label && loop && !label.includes('×') ? { number: line.number, label } : null;
+          const quiet = lineOf(lines, ZERO_GRAD_LINE)?.decorations.length === 0;
+          return line && label && loop && quiet && !label.includes('×') ? { number: line.number, label } : null;
         },
         {
           timeout: 150_000,
-          what: `a decoration containing "(4,4)" (no count) on \`${SQUARED_DIFF_LINE}\` and "×10" on \`${LOOP_LINE}\``,
+          what: `a decoration containing "(4,4)" (no count) on \`${SQUARED_DIFF_LINE}\`, "×10" on \`${LOOP_LINE}\`, none on \`${ZERO_GRAD_LINE}\``,
         },
       ),
     );

@@ -8,6 +8,7 @@ import { parseHelperResult, placeInlineValues } from "./inlineValues";
 
 const DEBUGPY_TYPES = new Set(["shapelens", "debugpy", "python"]);
 const ATTACH_TIMEOUT_MS = 60_000;
+const LIVE_HINT_WAIT_MS = 1_500; // a paused run's next flush is due within 0.25 s
 const RESUMING_REQUESTS = new Set(["continue", "next", "stepIn", "stepOut", "stepBack", "reverseContinue", "goto"]);
 
 type DebugListening = DebugEndpoint;
@@ -198,8 +199,14 @@ export class DebugIntegration implements vscode.Disposable {
       // they keep their lines. Another session's hints are an earlier run's: its values win.
       const uri = document.uri.toString();
       if (session.type === "shapelens") {
-        const hinted = new Set(this.decorations.hintsFor(uri).map((hint) => hint.line));
-        placed = placed.filter((value) => !hinted.has(value.line));
+        // The live hints of the lines run so far come with the run's next flush (≤ 0.25 s):
+        // a value on a line without its hint yet waits for it rather than showing beside it.
+        const hinted = () => new Set(this.decorations.hintsFor(uri).map((hint) => hint.line));
+        if (placed.some((value) => !hinted().has(value.line))) {
+          await this.nextHints(LIVE_HINT_WAIT_MS);
+        }
+        const lines = hinted();
+        placed = placed.filter((value) => !lines.has(value.line));
       } else {
         this.decorations.hideLines(uri, new Set(placed.map((value) => value.line)));
       }
@@ -210,6 +217,19 @@ export class DebugIntegration implements vscode.Disposable {
     } catch {
       return [];
     }
+  }
+
+  /** Resolves when decorations are next applied, or after `timeoutMs`. */
+  private nextHints(timeoutMs: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, timeoutMs);
+      const listener = this.decorations.onDidApply(done);
+      function done(): void {
+        clearTimeout(timer);
+        listener.dispose();
+        resolve();
+      }
+    });
   }
 
   private helperExpression(): Promise<string | undefined> {

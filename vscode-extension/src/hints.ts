@@ -31,15 +31,14 @@ export interface Hint {
 
 const MARKS: Record<Severity, string> = { error: "✖", warning: "⚠", info: "ℹ" };
 
-/** One hint per line: the server's label, then the findings' kinds, cut to `maxLength`. */
+/** One hint per line: the server's label (it decides what a line says: compact, full,
+ * coverage), then the findings' kinds, cut to `maxLength`. */
 export function buildHints(lines: readonly TracedLine[], maxLength: number): Hint[] {
   const hints: Hint[] = [];
   for (const entry of lines) {
     const parts: string[] = [];
     if (entry.label) {
       parts.push(entry.label);
-    } else if (entry.hits > 1) {
-      parts.push(`×${entry.hits}`);
     }
     for (const finding of entry.findings) {
       parts.push(`${MARKS[finding.severity] ?? "•"} ${finding.kind.replace(/_/g, " ")}`);
