@@ -54,6 +54,11 @@ def test_uneven_shard_gives_a_divergence_finding(script, tmp_path: Path) -> None
     data = run.var(main, line_of(main, "data ="), "data")
     assert [r["shape"] for r in data["ranks"]] == [[15, 3], [15, 3]]  # agreeing ranks: no finding
     assert "shard (8,3) r0 | (7,3) r1" in run.stderr
+    # Each rank's module tree, the DDP wrapper shown as the Linear it wraps.
+    modules = [
+        (m["rank"], m["class"], m["path"], m["inputs"][0]["shape"]) for m in run.trace["modules"]
+    ]
+    assert modules == [(0, "Linear", "", [8, 3]), (1, "Linear", "", [7, 3])]
 
 
 def test_a_failing_rank_is_reported_and_the_run_ends(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
