@@ -8,7 +8,6 @@ out when the records are sent, not per call."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
@@ -39,7 +38,7 @@ class TensorSlot:
         self.device: Any = None
 
     def observe(self, tensor: Any) -> None:
-        shape = tuple(tensor.shape)
+        shape = tensor.shape  # a torch.Size: a tuple
         self.dtype = tensor.dtype
         self.device = tensor.device
         if shape == self.shape:
@@ -85,11 +84,13 @@ class ModuleTree:
         self._changed = False
         self._layout: list[tuple[ModuleStats, str]] | None = None
         """(stats, path) in tree order; worked out again when a new module was called."""
+        self._tensor: type = type(None)  # torch.Tensor, once torch is imported
 
     def install(self) -> None:
         when_imported("torch", self._on_torch)
 
     def _on_torch(self, torch: ModuleType) -> None:
+        self._tensor = torch.Tensor
         torch.nn.modules.module.register_module_forward_hook(self._after_forward)
 
     def _after_forward(self, module: Any, args: Any, output: Any) -> None:
@@ -100,12 +101,28 @@ class ModuleTree:
             stats = self._stats[id(module)] = ModuleStats(module)
             self._layout = None
         stats.calls += 1
-        try:
-            _observe(stats.inputs, args)
-            _observe(stats.outputs, output)
+        self._changed = True
+        tensor = self._tensor
+        try:  # inline: this runs on every module call of the program
+            slots = stats.inputs
+            index = 0
+            for value in args if type(args) is tuple else (args,):
+                if isinstance(value, tensor):
+                    if index == len(slots):
+                        if index == MAX_SLOTS:
+                            break
+                        slots.append(TensorSlot())
+                    slots[index].observe(value)
+                    index += 1
+            slots = stats.outputs
+            if isinstance(output, tensor):
+                if not slots:
+                    slots.append(TensorSlot())
+                slots[0].observe(output)
+            else:
+                _observe(slots, output, tensor)
         except Exception:
             pass  # an odd tensor subclass: the call still counts
-        self._changed = True
 
     # -- sending -------------------------------------------------------------------------
     def drain(self) -> messages.Message | None:
@@ -217,27 +234,21 @@ def _forward_of(module: Any) -> dict[str, Any] | None:
     return {"file": os.path.realpath(code.co_filename), "line": code.co_firstlineno}
 
 
-def _tensors(value: Any) -> Iterator[Any]:
-    """The tensors of a call's arguments or result: itself, or those one level inside a
-    tuple, list or dict (a HuggingFace ModelOutput is a dict)."""
-    if values.kind_of(value) == values.TORCH:
-        yield value
-        return
+def _observe(slots: list[TensorSlot], value: Any, tensor: type) -> None:
+    """The tensors one level inside a tuple, list or dict (a HuggingFace ModelOutput is a
+    dict) into ``slots``."""
     if isinstance(value, dict):
         items: Any = value.values()
     elif isinstance(value, (tuple, list)):
         items = value
     else:
         return
+    index = 0
     for item in items:
-        if values.kind_of(item) == values.TORCH:
-            yield item
-
-
-def _observe(slots: list[TensorSlot], value: Any) -> None:
-    for index, tensor in enumerate(_tensors(value)):
-        if index >= MAX_SLOTS:
-            return
-        if index == len(slots):
-            slots.append(TensorSlot())
-        slots[index].observe(tensor)
+        if isinstance(item, tensor):
+            if index == len(slots):
+                if index == MAX_SLOTS:
+                    return
+                slots.append(TensorSlot())
+            slots[index].observe(item)
+            index += 1
