@@ -815,7 +815,7 @@ def _remember_scalar(stats: VarStats, value: Any, kind: int, on_gpu: bool) -> No
     try:
         if kind == values.TORCH:
             device = value.device.type
-            if device != "cpu" and not (on_gpu and device not in ("meta",)):
+            if device != "cpu" and not (on_gpu and device != "meta"):
                 return
             if value.dtype.is_complex:
                 return

@@ -113,7 +113,7 @@ class FileHints:
             # A header binds once per pass (its last event, a loop's exit, binds nothing).
             same = opened is not None or var.hits == shown_count
             own = None if same else hits_text(var.hits, line.sampled)
-            described.append(self._describe(var, consumed, own, sampled))
+            described.append(self._describe(var, consumed, own))
         parts = _merge(described)
         if not parts and not (opened is not None or style.coverage):
             return ""  # nothing bound: the count alone is coverage, not asked for
@@ -122,7 +122,7 @@ class FileHints:
         return "  ".join(parts)
 
     def _describe(
-        self, var: TracedVar, consumed: bool | None, own_count: str | None, sampled: bool
+        self, var: TracedVar, consumed: bool | None, own_count: str | None
     ) -> tuple[str, str]:
         """(name, the rest) of one value's compact description."""
         if var.number is not None:
