@@ -64,7 +64,7 @@ class TensorSlot:
 
 
 class ModuleStats:
-    __slots__ = ("calls", "inputs", "module", "outputs", "params")
+    __slots__ = ("calls", "inputs", "located", "module", "outputs", "params")
 
     def __init__(self, module: Any) -> None:
         self.module = module  # held: a freed module's id could be given to another
@@ -72,6 +72,9 @@ class ModuleStats:
         self.inputs: list[TensorSlot] = []
         self.outputs: list[TensorSlot] = []
         self.params: tuple[int, int] | None = None
+        self.located: tuple[str, Any, Any] | None = None
+        """(path, declared, forward), worked out once per path: the flusher thread would
+        otherwise search the sources on every flush, holding the GIL from the program."""
 
 
 class ModuleTree:
@@ -172,6 +175,8 @@ class ModuleTree:
                 total += count
                 trainable += count if parameter.requires_grad else 0
             stats.params = (total, trainable)
+        if stats.located is None or stats.located[0] != path:
+            stats.located = (path, self._declared(stats, path), _forward_of(module))
         return {
             "path": path,
             "class": type(module).__name__,
@@ -180,8 +185,8 @@ class ModuleTree:
             "calls": stats.calls,
             "inputs": [slot.to_json() for slot in stats.inputs],
             "outputs": [slot.to_json() for slot in stats.outputs],
-            "declared": self._declared(stats, path),
-            "forward": _forward_of(module),
+            "declared": stats.located[1],
+            "forward": stats.located[2],
         }
 
     def _declared(self, stats: ModuleStats, path: str) -> dict[str, Any] | None:
