@@ -106,24 +106,15 @@ class ModuleTree:
         stats.calls += 1
         self._changed = True
         tensor = self._tensor
-        try:  # inline: this runs on every module call of the program
-            slots = stats.inputs
-            index = 0
-            for value in args if type(args) is tuple else (args,):
-                if isinstance(value, tensor):
-                    if index == len(slots):
-                        if index == MAX_SLOTS:
-                            break
-                        slots.append(TensorSlot())
-                    slots[index].observe(value)
-                    index += 1
-            slots = stats.outputs
+        try:  # this runs on every module call of the program: no generators, no kind lookups
+            _observe(stats.inputs, args if type(args) is tuple else (args,), tensor)
             if isinstance(output, tensor):
-                if not slots:
-                    slots.append(TensorSlot())
-                slots[0].observe(output)
-            else:
-                _observe(slots, output, tensor)
+                output = (output,)
+            elif isinstance(output, dict):
+                output = output.values()  # a HuggingFace ModelOutput is a dict
+            elif not isinstance(output, (tuple, list)):
+                return
+            _observe(stats.outputs, output, tensor)
         except Exception:
             pass  # an odd tensor subclass: the call still counts
 
@@ -239,15 +230,9 @@ def _forward_of(module: Any) -> dict[str, Any] | None:
     return {"file": os.path.realpath(code.co_filename), "line": code.co_firstlineno}
 
 
-def _observe(slots: list[TensorSlot], value: Any, tensor: type) -> None:
-    """The tensors one level inside a tuple, list or dict (a HuggingFace ModelOutput is a
-    dict) into ``slots``."""
-    if isinstance(value, dict):
-        items: Any = value.values()
-    elif isinstance(value, (tuple, list)):
-        items = value
-    else:
-        return
+def _observe(slots: list[TensorSlot], items: Any, tensor: type) -> None:
+    """The tensors among ``items`` (a call's arguments, or its results one level deep) into
+    ``slots``, the first :data:`MAX_SLOTS`."""
     index = 0
     for item in items:
         if isinstance(item, tensor):
