@@ -4,6 +4,7 @@ where it was declared, through the CLI and the language server."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import jsonschema
@@ -110,6 +111,55 @@ def test_the_cli_records_and_prints_the_module_tree(script, tmp_path: Path) -> N
     assert len(block) - len(block.lstrip()) == 2 and len(norm) - len(norm.lstrip()) == 4
     # The trace reads back into the model the editor uses.
     assert trace_from_json(run.trace).modules[0].cls == "Net"
+
+
+WATCHED = """
+import sys
+import torch
+import torch.nn as nn
+import torch.nn.modules.module as torch_module
+
+
+class Picky(nn.Module):
+    def forward(self, x):
+        if x.shape[0] == 3:
+            raise ValueError("no threes")
+        return x * 2
+
+
+picky = Picky()
+widen = nn.Linear(4, 6)
+widen.register_forward_hook(lambda module, args, out: out[:, :2])  # the user's own hook
+for rows in (1, 3, 2):
+    try:
+        picky(torch.ones(rows, 4))
+    except ValueError:
+        pass
+    narrowed = widen(torch.ones(rows, 4))
+print("global hooks:", len(torch_module._global_forward_hooks), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("backend", ["settrace", "monitoring"])
+def test_module_calls_are_seen_without_changing_how_torch_calls_them(  # type: ignore[no-untyped-def]
+    script, tmp_path: Path, backend: str
+) -> None:
+    """No global hook of ours sends every module call down torch's slower path; a call that
+    raised is not counted, and a user's hook that replaces the result is what came out."""
+    pytest.importorskip("torch")
+    if backend == "monitoring" and not hasattr(sys, "monitoring"):
+        pytest.skip("sys.monitoring needs Python 3.12+")
+    script(WATCHED)
+    run = run_cli("--backend", backend, "main.py", cwd=tmp_path, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "global hooks: 0" in run.stderr
+    assert run.trace is not None
+    modules = {m["class"]: m for m in run.trace["modules"]}
+    assert modules["Picky"]["calls"] == 2  # the call with three rows raised
+    assert modules["Picky"]["inputs"][0]["dim_ranges"] == [[1, 2], [4, 4]]
+    assert modules["Linear"]["calls"] == 3
+    assert modules["Linear"]["outputs"][0]["shape"] == [2, 2]  # after the user's hook
+    assert modules["Linear"]["outputs"][0]["dim_ranges"] == [[1, 3], [2, 2]]
 
 
 def test_counts_read_at_a_glance() -> None:

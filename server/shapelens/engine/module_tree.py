@@ -1,15 +1,19 @@
-"""The model as it ran: every ``nn.Module`` call, through torch's global forward hook.
+"""The model as it ran: every ``nn.Module`` call, seen as ``Module._call_impl`` returns.
 
-One hook call per module call (no line tracing of torch's code): it counts the call and
-reads the shapes of the tensors that went in and came out. Paths from the root
-(``transformer.h.0.attn``), parameter counts and where each module was declared are worked
-out when the records are sent, not per call."""
+The tracing backend reports each return of torch's ``Module._call_impl`` (the frame every
+module call runs in) to :meth:`ModuleTree.returned`, which counts the call and reads the
+shapes of the tensors that went in and came out. No hook is registered: a global forward
+hook would send every module call down torch's slower ``_call_impl`` path (three more
+Python frames, each an event under ``sys.settrace``), measured at 25 µs a call on 3.11
+against ~3 µs for this. Paths from the root (``transformer.h.0.attn``), parameter counts and
+where each module was declared are worked out when the records are sent, not per call."""
 
 from __future__ import annotations
 
 import os
-from types import ModuleType
-from typing import Any
+from collections.abc import Callable
+from types import CodeType, FrameType, ModuleType
+from typing import Any, Protocol
 
 from shapelens.engine import values
 from shapelens.engine.after_import import when_imported
@@ -24,6 +28,13 @@ MAX_SLOTS = 8
 WRAPPERS = {"DistributedDataParallel": "module", "DataParallel": "module",
             "OptimizedModule": "_orig_mod"}  # fmt: skip
 """Wrappers shown as the model they wrap (their attribute holding it)."""
+
+
+class ReturnWatch(Protocol):
+    """A tracing backend that can report the returns of one code object of library code."""
+
+    def watch_returns(self, code: CodeType, on_return: Callable[[FrameType, Any], None]) -> None:
+        """Call ``on_return(frame, value)`` whenever a frame of ``code`` returns a value."""
 
 
 class TensorSlot:
@@ -89,14 +100,26 @@ class ModuleTree:
         """(stats, path) in tree order; worked out again when a new module was called."""
         self._tensor: type = type(None)  # torch.Tensor, once torch is imported
 
-    def install(self) -> None:
-        when_imported("torch", self._on_torch)
+    def install(self, backend: ReturnWatch) -> None:
+        """Record module calls through ``backend`` once torch is imported."""
 
-    def _on_torch(self, torch: ModuleType) -> None:
-        self._tensor = torch.Tensor
-        torch.nn.modules.module.register_module_forward_hook(self._after_forward)
+        def on_torch(torch: ModuleType) -> None:
+            call = getattr(torch.nn.Module, "_call_impl", None)
+            code = getattr(call, "__code__", None)
+            if code is None or "self" not in code.co_varnames or "args" not in code.co_varnames:
+                return  # a torch whose module calls we do not know how to see: no tree
+            self._tensor = torch.Tensor
+            backend.watch_returns(code, self.returned)
 
-    def _after_forward(self, module: Any, args: Any, output: Any) -> None:
+        when_imported("torch", on_torch)
+
+    def returned(self, frame: FrameType, output: Any) -> None:
+        """A ``Module._call_impl`` frame returned ``output`` (a trace callback: no events)."""
+        local = frame.f_locals
+        module = local.get("self")
+        args = local.get("args")
+        if module is None:
+            return
         stats = self._stats.get(id(module))
         if stats is None:
             if len(self._stats) >= MAX_MODULES:

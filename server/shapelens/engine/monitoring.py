@@ -15,7 +15,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from types import CodeType
+from types import CodeType, FrameType
 from typing import Any
 
 from shapelens.engine.frame_events import DENSE_HITS, NO_STATEMENT, FrameEvents
@@ -41,6 +41,8 @@ class MonitoringTracer:
         self._tool: int | None = None
         self._enabled: set[CodeType] = set()
         self._previous: dict[int, int] = {}  # id(frame) -> statement it is running
+        self._watched: CodeType | None = None
+        self._on_watched: Callable[[FrameType, Any], None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -62,6 +64,8 @@ class MonitoringTracer:
         # Exceptions are global events only; their callbacks return at once for other code.
         monitoring.set_events(tool, events.PY_START | events.RAISE | events.PY_UNWIND)
         self._tool = tool
+        if self._watched is not None:
+            self._watch(self._watched)
         self.events.start_listening()
 
     def stop(self) -> None:
@@ -76,6 +80,20 @@ class MonitoringTracer:
             monitoring.set_local_events(tool, code, 0)
         self._enabled.clear()
         monitoring.free_tool_id(tool)
+
+    def watch_returns(self, code: CodeType, on_return: Callable[[FrameType, Any], None]) -> None:
+        """``on_return(frame, value)`` when a frame of ``code`` (library code) returns; not
+        when it ends by an exception. Only its PY_RETURN event is switched on."""
+        self.events.info_for(code)  # known as not ours
+        self._on_watched = on_return
+        self._watched = code
+        if self._tool is not None:
+            self._watch(code)
+
+    def _watch(self, code: CodeType) -> None:
+        events = sys.monitoring.events  # type: ignore[attr-defined,unused-ignore]
+        sys.monitoring.set_local_events(self._tool, code, events.PY_RETURN)  # type: ignore[attr-defined,unused-ignore]
+        self._enabled.add(code)
 
     def __enter__(self) -> MonitoringTracer:
         self.start()
@@ -164,6 +182,8 @@ class MonitoringTracer:
     def _on_return(self, code: CodeType, offset: int, value: Any) -> Any:
         info = self._info(code)
         if info is None:
+            if code is self._watched and self._on_watched is not None:
+                self._on_watched(sys._getframe(1), value)
             return None
         frame = sys._getframe(1)
         previous = self._previous.pop(id(frame), NO_STATEMENT)

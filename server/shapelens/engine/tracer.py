@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 from shapelens.engine.frame_events import NO_STATEMENT, CodeInfo, FrameEvents
@@ -30,6 +30,8 @@ class Tracer:
         self._previous: Any = None
         self._previous_threading: Any = None
         self._installed: TraceFunction | None = None
+        self._watched: CodeType | None = None
+        self._watched_tracer: TraceFunction | None = None
         self._imports = UntracedImports(
             lambda path: events.scope.user_file(path) is not None, self._pause, self._resume
         )
@@ -80,13 +82,34 @@ class Tracer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def watch_returns(self, code: CodeType, on_return: Callable[[FrameType, Any], None]) -> None:
+        """``on_return(frame, value)`` when a frame of ``code`` (library code) returns; not
+        when it ends by an exception. Its lines stay untraced."""
+        self.events.info_for(code)  # known as not ours: the call event's first lookup hits
+
+        def returns_only(frame: FrameType, event: str, arg: Any) -> TraceFunction | None:
+            if event == "return":
+                on_return(frame, arg)
+            elif event == "exception":
+                return _ignore  # it unwinds: its "return" event carries no value
+            return returns_only
+
+        self._watched_tracer = returns_only
+        self._watched = code
+
     # -- global trace functions ----------------------------------------------------------
     def _global(self, frame: FrameType, event: str, arg: Any) -> TraceFunction | None:
-        info = self._codes.get(id(frame.f_code), _MISSING)  # inline: every call event
-        if info is _MISSING:
-            info = self.events.info_for(frame.f_code)
+        code = frame.f_code
+        info = self._codes.get(id(code), _MISSING)  # inline: every call event
         if info is None:
+            if code is self._watched:
+                frame.f_trace_lines = False
+                return self._watched_tracer
             return None
+        if info is _MISSING:
+            info = self.events.info_for(code)
+            if info is None:
+                return None
         return self._enter(frame, info)  # type: ignore[arg-type]
 
     def _chained(self, previous: TraceFunction) -> TraceFunction:
@@ -95,11 +118,13 @@ class Tracer:
 
         def chained(frame: FrameType, event: str, arg: Any) -> TraceFunction | None:
             theirs = previous(frame, event, arg)
+            lines = frame.f_trace_lines
             mine = ours(frame, event, arg)
             if mine is None:
                 return theirs  # type: ignore[no-any-return]
             if theirs is None:
                 return mine
+            frame.f_trace_lines = lines  # a watched frame: their tracer may want its lines
             return _both(theirs, mine)
 
         return chained
@@ -153,6 +178,10 @@ def _settrace(function: Any) -> None:
     holder = getattr(sys.modules.get("pydevd_tracing"), "TracingFunctionHolder", None)
     original = getattr(holder, "_original_tracing", None)
     (original if callable(original) else sys.settrace)(function)
+
+
+def _ignore(frame: FrameType, event: str, arg: Any) -> TraceFunction:
+    return _ignore
 
 
 def _both(first: TraceFunction, second: TraceFunction) -> TraceFunction:

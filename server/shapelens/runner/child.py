@@ -266,9 +266,9 @@ class ChildRun:
             except (ImportError, OSError) as err:
                 self.fail(f"cannot write the log {self.config.log}: {err}")
         self.compile.install()
-        if not self.config.keep_compile:  # a hook of ours in a compiled graph would break it
-            self.modules.install()
         self.engine.start()
+        if not self.config.keep_compile:  # dynamo would trace our reading of module calls
+            self.modules.install(self.engine)
         try:
             body()
         except SystemExit as err:
