@@ -29,6 +29,7 @@ TOLD_TO_THE_CHILD = {
     "sample_hits": "sample_hits",
     "keep_compile": "keep_compile",
     "scalars_on_gpu": "scalars_on_gpu",
+    "fake": "fake",
 }
 PARENT_ONLY = {"module", "python", "env", "timeout_s", "capture_output"}
 
@@ -51,6 +52,7 @@ def _request(tmp_path_str: str) -> RunRequest:
         sample_hits=1000,
         keep_compile=True,
         scalars_on_gpu=True,
+        fake=True,
     )
 
 

@@ -19,6 +19,10 @@ export interface CommandDeps {
 export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
   return [
     vscode.commands.registerCommand("shapelens.runFile", (uri?: vscode.Uri) => runFile(deps, uri)),
+    // Shapes only: the program on fake tensors (any model size, CUDA simulated without a GPU).
+    vscode.commands.registerCommand("shapelens.runFileShapesOnly", (uri?: vscode.Uri) =>
+      run(deps, uri, { fake: true, label: `${path.basename((uri ?? vscode.window.activeTextEditor?.document.uri)?.fsPath ?? "")} · shapes only` }),
+    ),
     vscode.commands.registerCommand("shapelens.runFunctionAt", (uri: vscode.Uri, fn: string) => run(deps, uri, { fn })),
     // A launch configuration's run (Ctrl+F5 on a `shapelens` one comes here from debug.ts).
     vscode.commands.registerCommand("shapelens.runLaunch", (launch: LaunchRun, name?: string) =>
@@ -69,6 +73,7 @@ interface RunOptions {
   env?: Record<string, string>;
   module?: string;
   label?: string; // how the run is named in the status bar and notifications
+  fake?: boolean; // a shape-only run on fake tensors
 }
 
 /** Run File: with the arguments of the launch configuration written for this file, if any. */
@@ -179,6 +184,7 @@ async function run(deps: CommandDeps, uri?: vscode.Uri, options: RunOptions = {}
             ...(options.module ? { module: options.module } : {}),
             progress: false, // this notification is the progress UI
             ...(nprocPerNode ? { nprocPerNode } : {}),
+            ...(options.fake ? { fake: true } : {}),
           })) as RunSummary;
         } finally {
           cancel.dispose();

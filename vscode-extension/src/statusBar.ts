@@ -33,7 +33,9 @@ export class RunStatusBar implements vscode.Disposable {
   finished(file: string, summary: RunSummary): void {
     const findings = summary.findings ?? 0;
     const time = summary.durationS !== undefined ? ` ${summary.durationS.toFixed(1)}s` : "";
-    const icon = summary.status === "ok" ? (findings ? "$(warning)" : "$(check)") : "$(error)";
+    // A shape-only run that stopped at a value it could not know went as far as shapes go.
+    const fine = summary.status === "ok" || summary.status === "shape_only_stop";
+    const icon = fine ? (findings ? "$(warning)" : "$(check)") : "$(error)";
     this.item.text = `${icon} ShapeLens:${time} · ${findings} finding${findings === 1 ? "" : "s"}`;
     this.item.tooltip = `${file}: ${summary.status}${summary.message ? ` (${summary.message})` : ""}`;
   }

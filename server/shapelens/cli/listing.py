@@ -38,7 +38,7 @@ def render_listing(
 ) -> str:
     colors = _Style(color)
     cwd = cwd or os.getcwd()
-    usual = run_usual(trace.lines)
+    usual = run_usual(trace.lines, shape_only=trace.shape_only is not None)
     out: list[str] = []
     files = _ordered_files(trace)
     for file in files:
@@ -117,6 +117,9 @@ def _summary(trace: Trace, style: _Style) -> str:
         "eager": "torch.compile ran eagerly (--compile keeps it)",
         "compiled": "torch.compile kept (no hints inside compiled code)",
     }.get(trace.compile_mode or "")
+    if trace.shape_only is not None:
+        cuda = ", CUDA simulated" if trace.shape_only.simulated_cuda else ""
+        status = f"shape-only run (fake tensors{cuda}), {status}"
     return style.dim(
         f"shapelens: {status}, exit {trace.exit_code}, {len(trace.lines)} lines traced, "
         f"{found or 'no findings'}, {compiled + ', ' if compiled else ''}"

@@ -175,6 +175,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also read 0-dim GPU tensors (a loss) for their course (synchronises the device)",
     )
+    run.add_argument(
+        "--fake",
+        action="store_true",
+        help="shape-only run on fake tensors: no data, any model size, CUDA simulated without "
+        "a GPU; stops where the program needs a value (.item())",
+    )
     run.add_argument("script", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]")
     merge = commands.add_parser(
         "merge", help="merge the per-rank traces of a distributed run (SHAPELENS_TRACE_DIR)"
@@ -281,6 +287,7 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
         sample_hits=options.sample,
         keep_compile=options.keep_compile,
         scalars_on_gpu=options.scalars_on_gpu,
+        fake=options.fake,
         findings=FindingsConfig(
             broadcast="broadcast" not in off,
             mismatch="mismatch" not in off,

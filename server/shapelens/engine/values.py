@@ -161,5 +161,13 @@ def dtype_name(dtype: Any) -> str | None:
     return text[6:] if text.startswith("torch.") else text
 
 
+DEVICE_ALIASES: dict[str, str] = {}
+"""Devices shown under another name: ``meta`` is ``cuda:0`` in a shape-only run that
+simulates CUDA (:mod:`shapelens.engine.shape_only`)."""
+
+
 def device_name(device: Any) -> str | None:
-    return None if device is None else str(device)
+    if device is None:
+        return None
+    name = str(device)
+    return DEVICE_ALIASES.get(name, name) if DEVICE_ALIASES else name

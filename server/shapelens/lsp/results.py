@@ -63,7 +63,7 @@ class ResultStore:
         files = set(trace.files) | {f.file for f in trace.findings} | set(sources)
         if trace.exception is not None and trace.exception.file:
             files.add(trace.exception.file)
-        usual = run_usual(trace.lines)
+        usual = run_usual(trace.lines, shape_only=trace.shape_only is not None)
         dropped = [p for p, r in self._files.items() if r.owner == owner and p not in files]
         for path in dropped:
             del self._files[path]

@@ -49,6 +49,8 @@ class RunParams:
     """Run this module (``python -m``) instead of the file; the file owns the results."""
     env: tuple[tuple[str, str], ...] = ()
     """Variables set for this run, over the server's environment and ``shapelens.env``."""
+    fake: bool = False
+    """A shape-only run on fake tensors (``shapelens run --fake``)."""
 
 
 class InvalidRunParams(ValueError):
@@ -73,11 +75,12 @@ def parse_run_params(raw: Any) -> RunParams:
     progress = raw.get("progress", True)
     debug = raw.get("debug", False)
     client_attaches = raw.get("clientAttaches", False)
+    fake = raw.get("fake", False)
     nproc = raw.get("nprocPerNode")
     if nproc is not None and (not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1):
         raise InvalidRunParams("nprocPerNode must be a positive integer")
-    if not all(isinstance(flag, bool) for flag in (progress, debug, client_attaches)):
-        raise InvalidRunParams("progress, debug and clientAttaches must be true or false")
+    if not all(isinstance(flag, bool) for flag in (progress, debug, client_attaches, fake)):
+        raise InvalidRunParams("progress, debug, clientAttaches and fake must be true or false")
     module = raw.get("module")
     if module is not None and (not isinstance(module, str) or not module.strip()):
         raise InvalidRunParams("module must be a module name such as package.train")
@@ -98,6 +101,7 @@ def parse_run_params(raw: Any) -> RunParams:
         nproc_per_node=nproc,
         module=module.strip() if module else None,
         env=tuple(env.items()),
+        fake=fake,
     )
 
 
@@ -196,6 +200,7 @@ class RunManager:
             debug=params.debug,
             keep_compile=settings.keep_compile,
             scalars_on_gpu=settings.scalars_on_gpu,
+            fake=params.fake,
             findings=FindingsConfig(
                 broadcast=settings.broadcast,
                 mismatch=settings.mismatch,
@@ -328,6 +333,9 @@ class RunManager:
         elif status == "crashed":
             text = f"{name} crashed ({trace.detail}){where}; partial results shown"
             kind = types.MessageType.Error
+        elif status == "shape_only_stop" and exc is not None:
+            text = f"shape-only run of {name} stopped{where}: {exc.message}"
+            kind = types.MessageType.Info
         elif status == "exception" and exc is not None:
             first = exc.message.strip().splitlines()[0] if exc.message.strip() else ""
             text = f"{name}: {exc.type}{where}: {first}"
@@ -387,6 +395,7 @@ def _summary(trace: Trace, cancelled: bool) -> dict[str, Any]:
         "findings": len(trace.findings),
         "durationS": round(trace.duration_s, 3),
         "compileMode": trace.compile_mode,  # "eager", "compiled" or None (no torch.compile)
+        "shapeOnly": trace.shape_only is not None,  # fake tensors: shapes, no values
     }
 
 

@@ -50,13 +50,19 @@ DEFAULT_STYLE = HintStyle()
 
 @dataclass(frozen=True, kw_only=True)
 class RunUsual:
-    """The dtype and device most of a run's tensors had: a hint leaves them out."""
+    """The dtype and device most of a run's tensors had: a hint leaves them out. A
+    shape-only run's hints each say so."""
 
     dtype: str | None = None
     device: str | None = None
+    shape_only: bool = False
 
 
-def run_usual(lines: Iterable[TracedLine]) -> RunUsual:
+SHAPE_ONLY_MARK = "[fake]"
+"""Ends every hint of a shape-only run (``--fake``): its values were never real."""
+
+
+def run_usual(lines: Iterable[TracedLine], *, shape_only: bool = False) -> RunUsual:
     """The most common dtype and device among the run's tensors (each variable once)."""
     dtypes: Counter[str] = Counter()
     devices: Counter[str] = Counter()
@@ -71,6 +77,7 @@ def run_usual(lines: Iterable[TracedLine]) -> RunUsual:
     return RunUsual(
         dtype=dtypes.most_common(1)[0][0] if dtypes else None,
         device=devices.most_common(1)[0][0] if devices else None,
+        shape_only=shape_only,
     )
 
 
@@ -93,8 +100,9 @@ class FileHints:
             text = line_label(line)
             if not text and (line.hits > 1 or (style.coverage and line.hits)):
                 text = hits_text(line.hits, line.sampled)
-            return text
-        return self._compact(line, style)
+        else:
+            text = self._compact(line, style)
+        return f"{text}  {SHAPE_ONLY_MARK}" if text and self._usual.shape_only else text
 
     # -- compact ------------------------------------------------------------------------
     def _compact(self, line: TracedLine, style: HintStyle) -> str:

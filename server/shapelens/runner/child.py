@@ -30,6 +30,8 @@ from shapelens.engine.module_tree import ModuleTree
 from shapelens.engine.monitoring import MonitoringTracer
 from shapelens.engine.recorder import Recorder
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
+from shapelens.engine.shape_only import STATUS as STOP_STATUS
+from shapelens.engine.shape_only import ShapeOnly, stop_reason
 from shapelens.engine.source_map import SourceMaps
 from shapelens.engine.torch_compile import CompileControl
 from shapelens.engine.tracer import Tracer
@@ -78,6 +80,7 @@ class ChildRun:
             callbacks=(ChildRun._patched_exit, ChildRun._forked),  # called from user code
         )
         self.modules = ModuleTree(scope, self.sources)
+        self.shape_only = ShapeOnly()
         self._flush_lock = threading.Lock()
         self._ended = False
 
@@ -266,6 +269,8 @@ class ChildRun:
             except (ImportError, OSError) as err:
                 self.fail(f"cannot write the log {self.config.log}: {err}")
         self.compile.install()
+        if self.config.fake:
+            self.shape_only.install(self._on_shape_only)
         self.engine.start()
         if not self.config.keep_compile:  # dynamo would trace our reading of module calls
             self.modules.install(self.engine)
@@ -280,6 +285,16 @@ class ChildRun:
             if self.config.log is not None:
                 sys.settrace(None)
                 threading.settrace(None)
+        if exc is not None and self.config.fake:
+            described = self._describe(exc)
+            file, line = described["file"], described["line"]
+            text = self.sources.get(file).text(line) if file and line else None
+            reason = stop_reason(exc, text)
+            if reason is not None:  # the run went as far as shapes go: not the program's error
+                self._outcome = (STOP_STATUS, 0, {**described, "message": reason})
+                where = f"{os.path.basename(file or '?')}:{line}"
+                print(f"shapelens: shape-only run stopped at {where}: {reason}", file=sys.stderr)
+                return
         if exc is not None:
             self.events.conclude(exc)
             self._outcome = (
@@ -289,6 +304,10 @@ class ChildRun:
             )
             trimmed = _without_our_frames(exc.__traceback__)
             sys.excepthook(type(exc), exc.with_traceback(trimmed), trimmed)
+
+    def _on_shape_only(self, simulated_cuda: bool) -> None:
+        self.events.op_watch.base_depth = 1  # its mode stays on torch's function stack
+        self.writer.send(messages.shape_only(simulated_cuda=simulated_cuda))
 
     def _describe(self, exc: BaseException) -> messages.ExceptionRecord:
         file: str | None = None

@@ -58,6 +58,8 @@ class RunRequest:
     default they run eagerly, with hints."""
     scalars_on_gpu: bool = False
     """Read 0-dim GPU tensors (a loss) for their course; each read synchronises the device."""
+    fake: bool = False
+    """A shape-only run: the program on fake tensors (no data; CUDA simulated without a GPU)."""
 
 
 class ChildConfigError(ValueError):
@@ -97,6 +99,8 @@ class ChildConfig:
     default they run eagerly."""
     scalars_on_gpu: bool = False
     """Read 0-dim GPU tensors for their course (synchronises the device)."""
+    fake: bool = False
+    """Run on fake tensors (:mod:`shapelens.engine.shape_only`)."""
     fast_exit: bool = False
     """Forked from the warm runner: once the results are sent, skip interpreter teardown
     (as multiprocessing's children do), which would cost ~0.4 s with torch loaded."""
@@ -129,6 +133,7 @@ class ChildConfig:
             sample_hits=request.sample_hits,
             keep_compile=request.keep_compile,
             scalars_on_gpu=request.scalars_on_gpu,
+            fake=request.fake,
         )
 
     def with_fds(self, *, channel: int, control: int, crash: int) -> ChildConfig:

@@ -21,8 +21,9 @@ from shapelens.trace.codec import (
     finding_from_json,
     module_from_json,
     read_number,
+    shape_only_of,
 )
-from shapelens.trace.model import CompileMode, RunStatus
+from shapelens.trace.model import CompileMode, RunStatus, ShapeOnlyRun
 from shapelens.trace.suppression import suppressed
 
 TIMEOUT_EXIT_CODE = 124  # as timeout(1)
@@ -43,6 +44,7 @@ class TraceBuilder:
         self._findings: list[dict[str, Any]] = []
         self._sampled: set[tuple[str, int]] = set()
         self._compile_mode: CompileMode | None = None
+        self._shape_only: ShapeOnlyRun | None = None
         self._modules: list[dict[str, Any]] = []
         self.crash: dict[str, Any] | None = None
         self._changed = False
@@ -100,6 +102,8 @@ class TraceBuilder:
             self._modules = list(message["entries"])
         elif kind == messages.COMPILE:
             self._compile_mode = compile_mode_of(message.get("mode"))
+        elif kind == messages.SHAPE_ONLY:
+            self._shape_only = shape_only_of(message)
 
     def _status(
         self, returncode: int | None, outcome: str | None
@@ -147,6 +151,7 @@ class TraceBuilder:
             exit_code=exit_code,
             detail=detail,
             compile_mode=self._compile_mode,
+            shape_only=self._shape_only,
             exception=None
             if exc is None
             else ExceptionInfo(

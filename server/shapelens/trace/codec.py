@@ -21,6 +21,7 @@ from shapelens.trace.model import (
     Operand,
     RankValue,
     RelatedLocation,
+    ShapeOnlyRun,
     SourceLocation,
     TensorSlot,
     Trace,
@@ -214,6 +215,9 @@ def trace_to_json(trace: Trace) -> dict[str, Any]:
         "exit_code": trace.exit_code,
         "detail": trace.detail,
         "compile": trace.compile_mode,
+        "shape_only": None
+        if trace.shape_only is None
+        else {"simulated_cuda": trace.shape_only.simulated_cuda},
         "exception": None
         if exc is None
         else {"type": exc.type, "message": exc.message, "file": exc.file, "line": exc.line},
@@ -286,6 +290,13 @@ def _location_from_json(data: Any) -> SourceLocation | None:
     return SourceLocation(file=str(data["file"]), line=int(data["line"]))
 
 
+def shape_only_of(value: Any) -> ShapeOnlyRun | None:
+    """The ``shape_only`` field (or a ``shape_only`` message): None for a real run."""
+    if not isinstance(value, dict):
+        return None
+    return ShapeOnlyRun(simulated_cuda=bool(value.get("simulated_cuda")))
+
+
 def compile_mode_of(value: Any) -> CompileMode | None:
     """The ``compile`` field: "eager", "compiled", or None (also for values we don't know)."""
     if value == "eager":
@@ -310,6 +321,7 @@ def trace_from_json(data: Any) -> Trace:
             exit_code=int(data["exit_code"]),
             detail=data.get("detail"),
             compile_mode=compile_mode_of(data.get("compile")),  # absent before it existed
+            shape_only=shape_only_of(data.get("shape_only")),
             exception=None
             if exc is None
             else ExceptionInfo(

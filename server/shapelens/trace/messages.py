@@ -8,6 +8,7 @@
   sampled   {entries: [[file, line], ...]}     every line whose events were switched off
   findings  {entries: [finding, ...]}          appended
   compile   {mode}                             how torch.compile regions ran ("eager", ...)
+  shape_only {simulated_cuda}                  the run is on fake tensors (``--fake``)
   modules   {entries: [module, ...]}           every nn.Module called so far (trace format's
                                                ``modules``), re-sent whole when calls happened
   debug     {host, port}                       debugpy listens there, waiting for a client
@@ -35,6 +36,7 @@ VARS: Final = "vars"
 SAMPLED: Final = "sampled"
 FINDINGS: Final = "findings"
 COMPILE: Final = "compile"
+SHAPE_ONLY: Final = "shape_only"
 MODULES: Final = "modules"
 DEBUG: Final = "debug"
 ERROR: Final = "error"
@@ -118,8 +120,24 @@ class End(TypedDict):
     """Wall clock: orders failing ranks, the first is the cause."""
 
 
+class ShapeOnly(TypedDict):
+    t: Literal["shape_only"]
+    simulated_cuda: bool
+
+
 Message = (
-    Hello | Lines | Vars | Sampled | Findings | Compile | Modules | Debug | Error | Stopped | End
+    Hello
+    | Lines
+    | Vars
+    | Sampled
+    | Findings
+    | Compile
+    | ShapeOnly
+    | Modules
+    | Debug
+    | Error
+    | Stopped
+    | End
 )
 
 
@@ -157,6 +175,10 @@ def findings(entries: Sequence[dict[str, Any]]) -> Findings:
 
 def compile_mode(mode: str | None) -> Compile:
     return {"t": COMPILE, "mode": mode}
+
+
+def shape_only(*, simulated_cuda: bool) -> ShapeOnly:
+    return {"t": SHAPE_ONLY, "simulated_cuda": simulated_cuda}
 
 
 def modules(entries: list[dict[str, Any]]) -> Modules:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 # "running" only marks live snapshots handed to an editor during a run; never written.
-RunStatus = Literal["ok", "exception", "exit", "timeout", "crashed", "running"]
+RunStatus = Literal["ok", "exception", "exit", "timeout", "crashed", "shape_only_stop", "running"]
 Severity = Literal["error", "warning", "info"]
 CompileMode = Literal["eager", "compiled"]
 
@@ -200,6 +200,14 @@ class ExceptionInfo:
     line: int | None
 
 
+@dataclass(frozen=True)
+class ShapeOnlyRun:
+    """A run on fake tensors (``shape_only`` in the file)."""
+
+    simulated_cuda: bool
+    """torch had no CUDA: ``cuda`` tensors lived on ``meta`` and are shown as ``cuda:0``."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Trace:
     argv: tuple[str, ...]
@@ -217,6 +225,8 @@ class Trace:
     compile_mode: CompileMode | None = None
     """How the program's torch.compile regions ran (``compile`` in the file): "eager" (the
     default: uncompiled, so their lines have hints), "compiled" (kept), None (none ran)."""
+    shape_only: ShapeOnlyRun | None = None
+    """Set when the run was on fake tensors (``--fake``): shapes, no values."""
 
     @property
     def files(self) -> list[str]:

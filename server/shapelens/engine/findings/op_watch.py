@@ -56,6 +56,8 @@ class OpWatch:
         self.enabled = True
         """Off when the program's torch.compile regions really compile (``--compile``):
         dynamo would trace a mode active around a compiled call and break its graph."""
+        self.base_depth = 0
+        """Modes of ours under it for the whole run (a shape-only run's): not the user's."""
         self._frames: dict[int, FrameType] = {}
         self._mode: Any = None
         self._torch_dir = ""
@@ -74,7 +76,7 @@ class OpWatch:
             self._torch_dir = os.path.dirname(str(torch.__file__))
         stack = torch._C
         if not self._frames:
-            if stack._len_torch_function_stack() != 0:
+            if stack._len_torch_function_stack() != self.base_depth:
                 return False  # the user's own mode is active: never reorder their stack
             stack._push_on_torch_function_stack(self._mode)
         self._frames[id(frame)] = frame

@@ -1,0 +1,303 @@
+"""Shape-only runs (``--fake``): the whole program on torch's fake tensors.
+
+A fake tensor has a shape, dtype, device and autograd history but no data, so a 1B-parameter
+model runs in seconds and a few hundred MB, and shape, dtype and device errors are raised
+as on the real device. What cannot work is whatever needs a value (``.item()``, ``if`` on a
+tensor, ``nonzero``): the run stops there with its own status.
+
+CUDA without a GPU: a CPU-only torch cannot hold a tensor whose device is ``cuda`` once
+autograd sees it (it asks for a CUDA stream and aborts the process). Where torch has no
+CUDA, ShapeLens reports CUDA as available and places every ``cuda`` tensor on torch's
+``meta`` device instead (a :class:`~torch.overrides.TorchFunctionMode` rewrites the device
+arguments of every torch call), and shows ``meta`` as ``cuda:0``: in hints, findings and
+error messages. The program's own ``meta`` tensors read ``cuda:0`` too in such a run.
+
+Everything replaced here is put back by :meth:`ShapeOnly.remove`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from shapelens.engine import values
+from shapelens.engine.after_import import when_imported
+
+STATUS = "shape_only_stop"
+"""The run status when the program needed a value a shape-only run does not have."""
+ENV_FLAG = "SHAPELENS_SHAPE_ONLY"
+"""Set to "1" in a shape-only run: a program can skip what needs values."""
+SIMULATED_CUDA = "cuda:0"
+
+_VALUE_READS = (
+    (".item()", "`.item()` reads a tensor's value"),
+    (".tolist()", "`.tolist()` reads a tensor's values"),
+    (".numpy()", "`.numpy()` reads a tensor's values"),
+    ("bool(", "`bool()` of a tensor reads its value"),
+    ("float(", "`float()` of a tensor reads its value"),
+    ("int(", "`int()` of a tensor reads its value"),
+    ("print(", "printing a tensor shows its values"),
+    ("if ", "an `if` on a tensor reads its value"),
+    ("while ", "a `while` on a tensor reads its value"),
+    ("assert ", "an `assert` on a tensor reads its value"),
+)
+
+
+class ShapeOnlyStop(Exception):
+    """The program asked for something only real data has (printing a tensor's values)."""
+
+
+class ShapeOnly:
+    """Puts a run on fake tensors once torch is imported; :meth:`remove` undoes it."""
+
+    def __init__(self) -> None:
+        self.simulated_cuda = False
+        self._undo: list[Callable[[], None]] = []
+        self._torch: Any = None
+
+    def install(self, on_ready: Callable[[bool], None]) -> None:
+        """Fake tensors from the moment torch is imported; ``on_ready(simulated_cuda)``."""
+        os.environ[ENV_FLAG] = "1"
+        self._undo.append(lambda: _forget(ENV_FLAG))
+
+        def on_torch(torch: ModuleType) -> None:
+            self._on_torch(torch)
+            on_ready(self.simulated_cuda)
+
+        when_imported("torch", on_torch)
+
+    def _on_torch(self, torch: Any) -> None:
+        from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+        self._torch = torch
+        self.simulated_cuda = not torch.cuda.is_available()
+        values.kind_of_type[FakeTensor] = values.TORCH  # the program's values, here
+        self._patch(FakeTensor, "__repr__", _refuse_to_print)
+        self._patch(torch, "save", _skip_save)
+        self._patch(torch.nn.Module, "_apply", _apply_by_replacing)
+        self._patch_data_loading(torch)
+        if self.simulated_cuda:
+            self._simulate_cuda(torch)
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
+        mode.__enter__()
+        self._undo.append(lambda: mode.__exit__(None, None, None))
+        calls = _as_on_the_device(torch, simulate_cuda=self.simulated_cuda)
+        calls.__enter__()
+        self._undo.append(lambda: calls.__exit__(None, None, None))
+
+    def _simulate_cuda(self, torch: Any) -> None:
+        values.DEVICE_ALIASES["meta"] = SIMULATED_CUDA
+        self._undo.append(values.DEVICE_ALIASES.clear)
+        replacements: dict[str, Callable[..., Any]] = {
+            "is_available": lambda: True,
+            "device_count": lambda: 1,
+            "current_device": lambda: 0,
+            "get_device_name": lambda device=None: "ShapeLens simulated CUDA device",
+            "get_device_capability": lambda device=None: (8, 0),
+            "is_bf16_supported": lambda *args, **kwargs: True,
+            "synchronize": lambda device=None: None,
+            "set_device": lambda device: None,
+            "empty_cache": lambda: None,
+            "manual_seed": lambda seed: None,
+            "manual_seed_all": lambda seed: None,
+            "memory_allocated": lambda device=None: 0,
+            "max_memory_allocated": lambda device=None: 0,
+            "reset_peak_memory_stats": lambda device=None: None,
+        }
+        for name, replacement in replacements.items():
+            self._patch(torch.cuda, name, replacement)
+        # No accelerator for torch's stream and graph-capture checks (an optimizer's step
+        # asks for the current CUDA stream): a CUDA build without a driver would fail there.
+        accelerator = getattr(torch, "accelerator", None)
+        if accelerator is not None:
+            self._patch(accelerator, "current_accelerator", lambda check_available=False: None)
+            self._patch(accelerator, "is_available", lambda: False)
+        load = torch.load
+
+        def load_cuda_on_meta(f: Any, map_location: Any = None, *args: Any, **kwargs: Any) -> Any:
+            """A checkpoint's CUDA tensors (saved on a GPU, or mapped there) on ``meta``."""
+            if _is_cuda(torch, map_location):
+                map_location = "meta"
+            elif map_location is None:  # GPU storages where they were saved: simulated
+                map_location = {f"cuda:{index}": "meta" for index in range(16)} | {"cuda": "meta"}
+            return load(f, map_location, *args, **kwargs)
+
+        self._patch(torch, "load", load_cuda_on_meta)
+
+    def _patch_data_loading(self, torch: Any) -> None:
+        """Batches are made in this process (workers would have to pickle fake tensors), and
+        the sampler's indices and seeds are real numbers (they need values)."""
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+        from torch.utils.data import dataloader
+
+        def real_numbers(method: Callable[..., Any]) -> Callable[..., Any]:
+            def with_real_numbers(*args: Any, **kwargs: Any) -> Any:
+                with unset_fake_temporarily():
+                    return method(*args, **kwargs)
+
+            return with_real_numbers
+
+        base = dataloader._BaseDataLoaderIter
+        self._patch(base, "__init__", real_numbers(base.__init__))
+        self._patch(base, "_next_index", real_numbers(base._next_index))
+        single = dataloader._SingleProcessDataLoaderIter
+        self._patch(dataloader.DataLoader, "_get_iterator", lambda loader: single(loader))
+
+    def _patch(self, owner: Any, name: str, replacement: Any) -> None:
+        had = name in vars(owner)
+        original = vars(owner).get(name)
+        setattr(owner, name, replacement)
+
+        def undo() -> None:
+            if had:
+                setattr(owner, name, original)
+            else:
+                with contextlib.suppress(AttributeError):
+                    delattr(owner, name)
+
+        self._undo.append(undo)
+
+    def remove(self) -> None:
+        """Put back everything replaced (last first); the fake mode is left."""
+        while self._undo:
+            with contextlib.suppress(Exception):
+                self._undo.pop()()
+
+
+def _forget(variable: str) -> None:
+    os.environ.pop(variable, None)
+
+
+def stop_reason(exc: BaseException, line_text: str | None) -> str | None:
+    """Why a shape-only run stopped at ``exc``, when it is a value it could not know (else
+    None: a real error of the program, reported as such)."""
+    kind = type(exc).__name__
+    if isinstance(exc, ShapeOnlyStop):
+        what = "printing a tensor shows its values"
+    elif kind == "DataDependentOutputException":
+        what = _value_read_in(line_text) or "this reads a tensor's value"
+    elif kind == "DynamicOutputShapeException":
+        what = (
+            "the result's shape depends on the tensor's values (nonzero, a boolean mask, "
+            "unique, masked_select)"
+        )
+    else:
+        return None
+    return (
+        f"{what}; a shape-only run has shapes, not values. To trace past it, skip it in "
+        f'shape-only runs: `if os.environ.get("{ENV_FLAG}") != "1": ...`'
+    )
+
+
+def _value_read_in(line_text: str | None) -> str | None:
+    """The first of :data:`_VALUE_READS` on the line (``.item()`` before the ``print(``
+    around it)."""
+    code = (line_text or "").strip()
+    return next((text for token, text in _VALUE_READS if token in code), None)
+
+
+def _apply_by_replacing(module: Any, fn: Callable[[Any], Any], recurse: bool = True) -> Any:
+    """``Module._apply`` (behind ``.to()``, ``.cuda()``, ``.half()``) for fake parameters:
+    torch swaps a fake parameter in place, which its weak references forbid, so each one is
+    replaced by a new Parameter (torch's own "overwrite on conversion" behaviour)."""
+    import torch
+
+    if recurse:
+        for child in module.children():
+            child._apply(fn)
+    for key, param in module._parameters.items():
+        if param is None:
+            continue
+        with torch.no_grad():
+            applied = torch.nn.Parameter(fn(param), requires_grad=param.requires_grad)
+            if param.grad is not None:
+                applied.grad = fn(param.grad)
+        module._parameters[key] = applied
+    for key, buffer in module._buffers.items():
+        if buffer is not None:
+            module._buffers[key] = fn(buffer)
+    return module
+
+
+def _is_cuda(torch: Any, device: Any) -> bool:
+    if isinstance(device, str):
+        return bool(_CUDA.match(device))
+    return isinstance(device, torch.device) and device.type == "cuda"
+
+
+def _refuse_to_print(self: Any, *args: Any, **kwargs: Any) -> str:
+    raise ShapeOnlyStop("printing a tensor's values in a shape-only run")
+
+
+def _skip_save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
+    """A checkpoint of fake tensors has no data: the user's file is left as it was."""
+    print(
+        f"shapelens: torch.save({_target_name(f)}) skipped in a shape-only run",
+        file=sys.stderr,
+    )
+
+
+def _target_name(f: Any) -> str:
+    return repr(os.fspath(f)) if isinstance(f, (str, os.PathLike)) else type(f).__name__
+
+
+_CUDA = re.compile(r"^cuda(:\d+)?$")
+_REDUCTION_DIM = re.compile(
+    r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]\.?"
+)
+
+
+def as_the_device_says(text: str, *, simulate_cuda: bool) -> str:
+    """An error message of a fake kernel as the real device words it: a matrix product's
+    shapes as cuBLAS/CPU report them, ``meta`` as ``cuda:0`` when CUDA is simulated."""
+    text = _REDUCTION_DIM.sub(
+        lambda m: "mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})".format(*m.groups()),
+        text,
+    )
+    return text.replace("meta", SIMULATED_CUDA) if simulate_cuda else text
+
+
+def _as_on_the_device(torch: Any, *, simulate_cuda: bool) -> Any:
+    """A torch function mode that words errors as the real device does and, when CUDA is
+    simulated, puts what the program asks on ``cuda`` on ``meta``."""
+    meta = torch.device("meta")
+    tensor_to = torch.Tensor.to
+    tensor_cuda = torch.Tensor.cuda
+
+    def on_meta(device: Any) -> Any:
+        return meta if _is_cuda(torch, device) else device
+
+    class AsOnTheDevice(torch.overrides.TorchFunctionMode):  # type: ignore[misc]
+        def __torch_function__(
+            self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+        ) -> Any:
+            kwargs = dict(kwargs or {})
+            if not simulate_cuda:
+                return self._call(func, args, kwargs)
+            if func is tensor_cuda:  # Module.cuda() comes here for each tensor
+                return args[0].to(meta)
+            if "device" in kwargs:
+                kwargs["device"] = on_meta(kwargs["device"])
+            if func is tensor_to and len(args) > 1:
+                target = args[1]
+                if isinstance(target, int) and not isinstance(target, bool):
+                    target = meta  # .to(0): the first GPU
+                args = (args[0], on_meta(target), *args[2:])
+            return self._call(func, args, kwargs)
+
+        @staticmethod
+        def _call(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            try:
+                return func(*args, **kwargs)
+            except RuntimeError as err:
+                if err.args and isinstance(err.args[0], str):
+                    said = as_the_device_says(err.args[0], simulate_cuda=simulate_cuda)
+                    err.args = (said, *err.args[1:])
+                raise
+
+    return AsOnTheDevice()

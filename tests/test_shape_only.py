@@ -1,0 +1,306 @@
+"""Shape-only runs (``--fake``): the whole program on fake tensors, CUDA simulated on this
+CPU-only machine, stopping with its own status where a value is needed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from shapelens.trace.codec import SCHEMA_PATH
+
+from conftest import EXAMPLES, line_of, run_cli
+
+torch = pytest.importorskip("torch")
+
+GPT = """
+import math
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Attention(nn.Module):
+    def __init__(self, width, heads, context):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(width, 3 * width)
+        self.proj = nn.Linear(width, width)
+        mask = torch.tril(torch.ones(context, context)).view(1, 1, context, context)
+        self.register_buffer("mask", mask)
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q = q.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        k = k.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        v = v.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.proj(y)
+
+
+class Block(nn.Module):
+    def __init__(self, width, heads, context):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(width)
+        self.attn = Attention(width, heads, context)
+        self.ln2 = nn.LayerNorm(width)
+        wide = 4 * width
+        self.mlp = nn.Sequential(nn.Linear(width, wide), nn.GELU(), nn.Linear(wide, width))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab, width, depth, heads, context):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, width)
+        self.pos = nn.Embedding(context, width)
+        self.blocks = nn.ModuleList([Block(width, heads, context) for _ in range(depth)])
+        self.ln = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab, bias=False)
+
+    def forward(self, idx, targets=None):
+        B, T = idx.shape
+        pos = torch.arange(T, device=idx.device)
+        x = self.tok(idx) + self.pos(pos)
+        for block in self.blocks:
+            x = block(x)
+        logits = self.head(self.ln(x))
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return logits, loss
+"""
+
+TRAIN = """
+import argparse
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+from model import GPT
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--width", type=int, default=2048)
+parser.add_argument("--depth", type=int, default=20)
+parser.add_argument("--probe", default="probe.pt")
+args = parser.parse_args()
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+torch.manual_seed(0)
+tokens = torch.from_numpy(np.random.randint(0, 50257, size=(32, 129)).astype(np.int64))
+loader = DataLoader(TensorDataset(tokens[:, :-1], tokens[:, 1:]), batch_size=8, shuffle=True)
+model = GPT(vocab=50257, width=args.width, depth=args.depth, heads=16, context=128).to(device)
+params = sum(p.numel() for p in model.parameters())
+probe = torch.nn.Linear(args.width, 10).cuda()
+probe.load_state_dict(torch.load(args.probe, map_location=device))
+optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
+for step, (x, y) in enumerate(loader):
+    x, y = x.to(device), y.to(device)
+    logits, loss = model(x, y)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    torch.save(model.state_dict(), "checkpoint.pt")
+    print(f"step {step} loss {loss.item():.3f}")
+"""
+
+MEASURED = """
+import resource, subprocess, sys
+done = subprocess.run(sys.argv[1:])
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+print(f"PEAK_KB {peak}", file=sys.stderr)
+sys.exit(done.returncode)
+"""
+
+
+def _hint(stderr: str, code: str) -> str:
+    row = next(
+        r for r in stderr.splitlines() if "│" in r and r.split("│", 1)[1].strip().startswith(code)
+    )
+    return row.split("│", 1)[1].strip()[len(code) :].strip()
+
+
+def test_seed_example_1_written_for_cuda_is_found_without_a_gpu(tmp_path: Path) -> None:
+    example = tmp_path / "seed_cuda.py"
+    source = (EXAMPLES / "seed_device_mask.py").read_text()
+    example.write_text(source.replace('DEVICE = "meta"', 'DEVICE = "cuda"'))
+    run = run_cli("--fake", example.name, cwd=tmp_path, timeout=120)
+    assert run.returncode == 1, run.stderr
+    assert run.trace is not None
+    jsonschema.validate(run.trace, json.loads(SCHEMA_PATH.read_text()))
+    assert run.trace["shape_only"] == {"simulated_cuda": not torch.cuda.is_available()}
+    mask = run.var(example, line_of(example, "def myfunc"), "mask")
+    assert (mask["dtype"], mask["device"]) == ("int64", "cuda:0")
+    [device] = run.findings("device_mismatch")
+    assert device["line"] == line_of(example, "y.masked_scatter_(mask, x)")
+    assert device["related"][0]["line"] == line_of(example, "y = torch.zeros(6)")
+    assert "cuda:0" in device["message"] and "meta" not in device["message"]
+    # Every hint and the summary say the run was shape-only.
+    assert _hint(run.stderr, "y = torch.zeros(6)") == "y (6,) cpu  [fake]"
+    assert "shape-only run (fake tensors" in run.stderr.splitlines()[-1]
+
+
+def test_a_billion_parameter_gpt_trains_on_simulated_cuda_in_seconds(  # type: ignore[no-untyped-def]
+    script, tmp_path: Path
+) -> None:
+    script(GPT, "model.py")
+    train = script(TRAIN, "train.py")
+    probe = torch.nn.Linear(2048, 10)
+    torch.save(probe.state_dict(), tmp_path / "probe.pt")  # a real checkpoint, loaded fake
+    wrapper = tmp_path / "measured.py"
+    wrapper.write_text(MEASURED)
+    trace_path = tmp_path / "trace.json"
+    started = time.monotonic()
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(wrapper),
+            sys.executable,
+            "-m",
+            "shapelens",
+            "run",
+            "--fake",
+            "--modules",
+            "--json",
+            str(trace_path),
+            "train.py",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    elapsed = time.monotonic() - started
+    stderr = done.stderr
+    assert done.returncode == 0, stderr  # stopped at a value: not the program's failure
+    peak_mb = int(stderr.split("PEAK_KB ")[1].split()[0]) / 1024
+    trace = json.loads(trace_path.read_text())
+    # Where it stopped, and why: the first .item(), after one whole training step.
+    assert trace["status"] == "shape_only_stop" and trace["exit_code"] == 0
+    stop = trace["exception"]
+    assert stop["line"] == line_of(train, 'print(f"step {step} loss')
+    assert stop["message"].startswith("`.item()` reads a tensor's value")
+    assert "SHAPELENS_SHAPE_ONLY" in stop["message"]
+    assert "shape-only run stopped at train.py:" in stderr
+    # The model as it would run on the GPU: over a billion parameters, on cuda:0.
+    root = trace["modules"][0]
+    assert root["class"] == "GPT" and root["params"] > 1_000_000_000
+    head = next(m for m in trace["modules"] if m["path"] == "head")
+    assert head["outputs"][0] == {"shape": [8, 128, 50257], "dtype": "float32", "device": "cuda:0"}
+    assert _hint(stderr, "x, y = x.to(device), y.to(device)") == "x y (8,128) i64  [fake]"
+    assert _hint(stderr, "for step, (x, y) in enumerate(loader):").startswith(
+        "step=0  x y (8,128) i64 cpu"  # the loader's batches, before .to(device)
+    )
+    assert (
+        _hint(stderr, "logits, loss = model(x, y)")
+        == "logits (8,128,50257) grad  loss () grad  [fake]"
+    )
+    assert _hint(stderr, "att = F.softmax(att, dim=-1)") == "att (8,16,128,128)  [fake]"
+    assert "torch.save('checkpoint.pt') skipped in a shape-only run" in stderr
+    assert not (tmp_path / "checkpoint.pt").exists()
+    assert elapsed < 30, f"{elapsed:.1f} s"
+    assert peak_mb < 2048, f"{peak_mb:.0f} MB"
+
+
+@pytest.mark.parametrize(
+    ("statement", "said"),
+    [
+        ("print(loss.item())", "`.item()` reads a tensor's value"),
+        ("print(loss)", "printing a tensor shows its values"),
+        ("if loss > 1: pass", "an `if` on a tensor reads its value"),
+        ("kept = w.nonzero()", "the result's shape depends on the tensor's values"),
+    ],
+)
+def test_a_value_the_run_cannot_know_ends_it_with_its_own_status(  # type: ignore[no-untyped-def]
+    script, tmp_path: Path, statement: str, said: str
+) -> None:
+    main = script(
+        f"""
+        import torch
+        w = torch.randn(3, 1, requires_grad=True)
+        for step in range(5):
+            x = torch.randn(4, 3)
+            loss = (x @ w).pow(2).mean()
+            loss.backward()
+            {statement}
+        """
+    )
+    run = run_cli("--fake", "main.py", cwd=tmp_path, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.trace is not None and run.trace["status"] == "shape_only_stop"
+    assert run.trace["exception"]["line"] == line_of(main, statement)
+    assert run.trace["exception"]["message"].startswith(said)
+    # Everything up to there is kept: one pass of the loop body.
+    assert run.var(main, line_of(main, "loss = (x @ w)"), "loss")["shape"] == []
+    assert _hint(run.stderr, "x = torch.randn(4, 3)") == "x (4,3)  [fake]"
+
+
+def test_a_real_error_of_the_program_is_still_an_exception(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = script(
+        """
+        import torch
+        layer = torch.nn.Linear(3, 4).to("cuda")
+        x = torch.randn(2, 5, device="cuda")
+        y = layer(x)
+        """
+    )
+    run = run_cli("--fake", "main.py", cwd=tmp_path, timeout=60)
+    assert run.returncode == 1
+    assert run.trace is not None and run.trace["status"] == "exception"
+    assert run.trace["exception"]["line"] == line_of(main, "y = layer(x)")
+    assert "2x5 and 3x4" in run.trace["exception"]["message"]
+
+
+async def test_the_language_server_runs_shapes_only(lsp) -> None:  # type: ignore[no-untyped-def]
+    path, uri = lsp.write(
+        "main.py",
+        """
+        import torch
+        model = torch.nn.Linear(3, 1).cuda()
+        for step in range(3):
+            x = torch.randn(4, 3, device="cuda")
+            loss = model(x).pow(2).mean()
+            loss.backward()
+        print(loss.item())
+        """,
+    )
+    lsp.open(path)
+    summary = await lsp.run(uri, fake=True)
+    assert summary["status"] == "shape_only_stop" and summary["shapeOnly"] is True
+    hints = await lsp.hints(uri)
+    assert hints[line_of(path, "x = torch.randn") - 1] == "x (4,3)  [fake]"
+    real = await lsp.run(uri)  # the same file without the flag: a real run, on the CPU here
+    if not torch.cuda.is_available():
+        assert real["status"] == "exception" and real["shapeOnly"] is False
+
+
+def test_findings_are_as_in_a_real_run(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The classic broadcast of a regression loss, planted in a CUDA program."""
+    main = script(
+        """
+        import torch
+        model = torch.nn.Linear(3, 1).cuda()
+        x = torch.randn(8, 3, device="cuda")
+        y = torch.randn(8, device="cuda")
+        for step in range(3):
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+        """
+    )
+    run = run_cli("--fake", "main.py", cwd=tmp_path, timeout=60)
+    assert run.returncode == 0, run.stderr
+    [broadcast] = run.findings("broadcast")
+    assert broadcast["line"] == line_of(main, "loss = ((model(x) - y)")
+    assert broadcast["related"][0]["line"] == line_of(main, "y = torch.randn(8")
+    assert "cuda:0" in run.stderr and "meta" not in run.stderr
