@@ -14,106 +14,13 @@ import pytest
 
 from shapelens.trace.codec import SCHEMA_PATH
 
-from conftest import EXAMPLES, line_of, run_cli
+from conftest import EXAMPLES, REPO, line_of, run_cli
 
 torch = pytest.importorskip("torch")
 
-GPT = """
-import math
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-
-
-class Attention(nn.Module):
-    def __init__(self, width, heads, context):
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(width, 3 * width)
-        self.proj = nn.Linear(width, width)
-        mask = torch.tril(torch.ones(context, context)).view(1, 1, context, context)
-        self.register_buffer("mask", mask)
-
-    def forward(self, x):
-        B, T, C = x.size()
-        q, k, v = self.qkv(x).split(C, dim=2)
-        q = q.view(B, T, self.heads, C // self.heads).transpose(1, 2)
-        k = k.view(B, T, self.heads, C // self.heads).transpose(1, 2)
-        v = v.view(B, T, self.heads, C // self.heads).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
-        att = F.softmax(att, dim=-1)
-        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
-        return self.proj(y)
-
-
-class Block(nn.Module):
-    def __init__(self, width, heads, context):
-        super().__init__()
-        self.ln1 = nn.LayerNorm(width)
-        self.attn = Attention(width, heads, context)
-        self.ln2 = nn.LayerNorm(width)
-        wide = 4 * width
-        self.mlp = nn.Sequential(nn.Linear(width, wide), nn.GELU(), nn.Linear(wide, width))
-
-    def forward(self, x):
-        x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
-
-
-class GPT(nn.Module):
-    def __init__(self, vocab, width, depth, heads, context):
-        super().__init__()
-        self.tok = nn.Embedding(vocab, width)
-        self.pos = nn.Embedding(context, width)
-        self.blocks = nn.ModuleList([Block(width, heads, context) for _ in range(depth)])
-        self.ln = nn.LayerNorm(width)
-        self.head = nn.Linear(width, vocab, bias=False)
-
-    def forward(self, idx, targets=None):
-        B, T = idx.shape
-        pos = torch.arange(T, device=idx.device)
-        x = self.tok(idx) + self.pos(pos)
-        for block in self.blocks:
-            x = block(x)
-        logits = self.head(self.ln(x))
-        loss = None
-        if targets is not None:
-            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
-        return logits, loss
-"""
-
-TRAIN = """
-import argparse
-import numpy as np
-import torch
-from torch.utils.data import DataLoader, TensorDataset
-from model import GPT
-
-parser = argparse.ArgumentParser()
-parser.add_argument("--width", type=int, default=2048)
-parser.add_argument("--depth", type=int, default=20)
-parser.add_argument("--probe", default="probe.pt")
-args = parser.parse_args()
-
-device = "cuda" if torch.cuda.is_available() else "cpu"
-torch.manual_seed(0)
-tokens = torch.from_numpy(np.random.randint(0, 50257, size=(32, 129)).astype(np.int64))
-loader = DataLoader(TensorDataset(tokens[:, :-1], tokens[:, 1:]), batch_size=8, shuffle=True)
-model = GPT(vocab=50257, width=args.width, depth=args.depth, heads=16, context=128).to(device)
-params = sum(p.numel() for p in model.parameters())
-probe = torch.nn.Linear(args.width, 10).cuda()
-probe.load_state_dict(torch.load(args.probe, map_location=device))
-optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
-for step, (x, y) in enumerate(loader):
-    x, y = x.to(device), y.to(device)
-    logits, loss = model(x, y)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    optimizer.step()
-    torch.save(model.state_dict(), "checkpoint.pt")
-    print(f"step {step} loss {loss.item():.3f}")
-"""
+PROGRAM = REPO / "bench" / "workloads" / "gpt_shapes"
+"""A GPT (model.py) and its training script (train.py) as people write them; the bench runs
+them too."""
 
 MEASURED = """
 import resource, subprocess, sys
@@ -154,8 +61,9 @@ def test_seed_example_1_written_for_cuda_is_found_without_a_gpu(tmp_path: Path) 
 def test_a_billion_parameter_gpt_trains_on_simulated_cuda_in_seconds(  # type: ignore[no-untyped-def]
     script, tmp_path: Path
 ) -> None:
-    script(GPT, "model.py")
-    train = script(TRAIN, "train.py")
+    for name in ("model.py", "train.py"):
+        (tmp_path / name).write_text((PROGRAM / name).read_text())
+    train = tmp_path / "train.py"
     probe = torch.nn.Linear(2048, 10)
     torch.save(probe.state_dict(), tmp_path / "probe.pt")  # a real checkpoint, loaded fake
     wrapper = tmp_path / "measured.py"
