@@ -171,6 +171,8 @@ def test_a_real_error_of_the_program_is_still_an_exception(script, tmp_path: Pat
 
 
 async def test_the_language_server_runs_shapes_only(lsp) -> None:  # type: ignore[no-untyped-def]
+    from lsprotocol import types
+
     path, uri = lsp.write(
         "main.py",
         """
@@ -187,7 +189,16 @@ async def test_the_language_server_runs_shapes_only(lsp) -> None:  # type: ignor
     summary = await lsp.run(uri, fake=True)
     assert summary["status"] == "shape_only_stop" and summary["shapeOnly"] is True
     hints = await lsp.hints(uri)
-    assert hints[line_of(path, "x = torch.randn") - 1] == "x (4,3)  [fake]"
+    line = line_of(path, "x = torch.randn") - 1
+    assert hints[line] == "x (4,3)  [fake]"
+    hover = await lsp.client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line, 4)
+        )
+    )
+    assert hover is not None
+    text = hover.contents.value
+    assert "cuda:0" in text and "Shape-only run (fake tensors)" in text, text
     real = await lsp.run(uri)  # the same file without the flag: a real run, on the CPU here
     if not torch.cuda.is_available():
         assert real["status"] == "exception" and real["shapeOnly"] is False

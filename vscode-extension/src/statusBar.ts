@@ -8,6 +8,7 @@ export interface RunSummary {
   findings?: number;
   durationS?: number;
   message?: string;
+  shapeOnly?: boolean;
 }
 
 export class RunStatusBar implements vscode.Disposable {
@@ -36,7 +37,8 @@ export class RunStatusBar implements vscode.Disposable {
     // A shape-only run that stopped at a value it could not know went as far as shapes go.
     const fine = summary.status === "ok" || summary.status === "shape_only_stop";
     const icon = fine ? (findings ? "$(warning)" : "$(check)") : "$(error)";
-    this.item.text = `${icon} ShapeLens:${time} · ${findings} finding${findings === 1 ? "" : "s"}`;
+    const shapes = summary.shapeOnly ? " · shapes only" : "";
+    this.item.text = `${icon} ShapeLens:${time} · ${findings} finding${findings === 1 ? "" : "s"}${shapes}`;
     this.item.tooltip = `${file}: ${summary.status}${summary.message ? ` (${summary.message})` : ""}`;
   }
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from shapelens.lsp.line_mapping import map_lines
 from shapelens.present.labels import FileHints, run_usual
 from shapelens.trace import ExceptionInfo, Finding, Trace, TracedLine
-from shapelens.trace.model import ModuleCall
+from shapelens.trace.model import ModuleCall, ShapeOnlyRun
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,6 +27,8 @@ class FileResults:
     exception: ExceptionInfo | None
     hints: FileHints = field(repr=False)
     """The labels of ``lines`` (they leave out what the run's usual dtype/device says)."""
+    shape_only: ShapeOnlyRun | None = None
+    """The run was on fake tensors (``--fake``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -76,6 +78,7 @@ class ResultStore:
                 source=sources.get(path, ()),
                 lines=lines,
                 hints=FileHints(lines, sources.get(path, ()), usual),
+                shape_only=trace.shape_only,
                 findings=tuple(trace.findings_of(path)),
                 exception=trace.exception
                 if trace.exception is not None and trace.exception.file == path

@@ -58,6 +58,14 @@ def hover_for(
             )
     if not sections:
         return None
+    shape_only = view.results.shape_only
+    if shape_only is not None:
+        simulated = (
+            " CUDA was simulated (on torch's `meta` device)." if shape_only.simulated_cuda else ""
+        )
+        sections.append(
+            f"*Shape-only run (fake tensors): shapes, dtypes and devices, no values.{simulated}*"
+        )
     return types.Hover(
         contents=types.MarkupContent(
             kind=types.MarkupKind.Markdown, value="\n\n---\n\n".join(sections)
