@@ -70,6 +70,17 @@ width = int(os.environ["WIDTH"])
 ${'batch = torch.zeros(args.rows, width)'}
 print(batch.sum().item())
 `;
+const SHAPES_FILE = 'on_gpu.py';
+const SHAPES_LINE = 'pred = model(x)';
+/** A CUDA program: on this GPU-less machine only a shape-only run gets through it. */
+const SHAPES_SOURCE = `import torch
+
+model = torch.nn.Linear(2, 1).cuda()
+x = torch.randn(4, 2, device="cuda")
+${'pred = model(x)'}
+print(pred.sum().item())
+`;
+const SHAPES_TITLE = 'ShapeLens: Run File (Shapes Only)';
 const LAUNCH_JSON = {
   version: '0.2.0',
   configurations: [
@@ -173,6 +184,7 @@ class Run {
     await cp(config.examples, workspace, { recursive: true, filter: (source) => !source.includes('__pycache__') });
     const file = path.join(workspace, FILE);
     await writeFile(path.join(workspace, LAUNCHED_FILE), LAUNCHED_SOURCE);
+    await writeFile(path.join(workspace, SHAPES_FILE), SHAPES_SOURCE);
     await mkdir(path.join(workspace, '.vscode'), { recursive: true });
     await writeFile(path.join(workspace, '.vscode', 'launch.json'), `${JSON.stringify(LAUNCH_JSON, null, 2)}\n`);
     const codeServerLog = path.join(config.artifacts, 'code-server.log');
@@ -255,6 +267,43 @@ class Run {
     await this.checkRunFile(page);
     await this.checkDebugFile(page);
     await this.checkRunWithoutDebugging(page);
+    await this.checkShapesOnly(page);
+  }
+
+  /**
+   * "ShapeLens: Run File (Shapes Only)" on a CUDA program: fake tensors on a simulated GPU, every
+   * hint marked [fake], the status bar saying so.
+   * @param {import('playwright-core').Page} page
+   */
+  async checkShapesOnly(page) {
+    await this.step(`open ${SHAPES_FILE} with Quick Open`, async () => {
+      await page.keyboard.press('F1');
+      await page.locator('.quick-input-widget input').waitFor({ state: 'visible', timeout: 10_000 });
+      await page.keyboard.press('Backspace');
+      await page.keyboard.type(SHAPES_FILE);
+      const row = page.locator('.quick-input-list .monaco-list-row', { hasText: SHAPES_FILE }).first();
+      await row.waitFor({ state: 'visible', timeout: 20_000 });
+      await row.click();
+      await waitForEditor(page, SHAPES_FILE, SHAPES_LINE, 30_000);
+    });
+    await this.step(`run "${SHAPES_TITLE}" from the command palette`, async () => {
+      await clickWord(page, SHAPES_LINE, 'pred');
+      await runCommand(page, SHAPES_TITLE, 20_000);
+    });
+    const hint = await this.step('see the shape-only hint on the CUDA line', () =>
+      waitForLines(
+        page,
+        (lines) => lineOf(lines, SHAPES_LINE)?.decorations.find((d) => d.includes('(4,1)') && d.includes('[fake]')) ?? null,
+        { timeout: 90_000, what: `a decoration containing "(4,1)" and "[fake]" on \`${SHAPES_LINE}\`` },
+      ),
+    );
+    log(`  ${JSON.stringify(hint)}`);
+    const status = await this.step('see "shapes only" in the status bar', async () => {
+      const item = page.locator('.statusbar-item', { hasText: 'shapes only' }).first();
+      await item.waitFor({ state: 'visible', timeout: 20_000 });
+      return item.innerText();
+    });
+    log(`  status bar: ${JSON.stringify(status)}`);
   }
 
   /**
