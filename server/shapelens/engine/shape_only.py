@@ -34,18 +34,23 @@ ENV_FLAG = "SHAPELENS_SHAPE_ONLY"
 """Set to "1" in a shape-only run: a program can skip what needs values."""
 SIMULATED_CUDA = "cuda:0"
 
-_VALUE_READS = (
-    (".item()", "`.item()` reads a tensor's value"),
-    (".tolist()", "`.tolist()` reads a tensor's values"),
-    (".numpy()", "`.numpy()` reads a tensor's values"),
-    ("bool(", "`bool()` of a tensor reads its value"),
-    ("float(", "`float()` of a tensor reads its value"),
-    ("int(", "`int()` of a tensor reads its value"),
-    ("print(", "printing a tensor shows its values"),
-    ("if ", "an `if` on a tensor reads its value"),
-    ("while ", "a `while` on a tensor reads its value"),
-    ("assert ", "an `assert` on a tensor reads its value"),
+_VALUE_READS = tuple(
+    (re.compile(pattern), said)
+    for pattern, said in (
+        (r"\.item\(\)", "`.item()` reads a tensor's value"),
+        (r"\.tolist\(\)", "`.tolist()` reads a tensor's values"),
+        (r"\.numpy\(\)", "`.numpy()` reads a tensor's values"),
+        (r"\bbool\(", "`bool()` of a tensor reads its value"),
+        (r"\bfloat\(", "`float()` of a tensor reads its value"),
+        (r"\bint\(", "`int()` of a tensor reads its value"),
+        (r"\bprint\(|:[^}]*\}", "formatting a tensor reads its value"),
+        (r"^(el)?if\b", "an `if` on a tensor reads its value"),
+        (r"^while\b", "a `while` on a tensor reads its value"),
+        (r"^assert\b", "an `assert` on a tensor reads its value"),
+    )
 )
+"""What on a line read a value (the first that matches names it): the read itself before
+the ``print(`` or ``if`` around it."""
 
 
 class ShapeOnlyStop(Exception):
@@ -58,7 +63,6 @@ class ShapeOnly:
     def __init__(self) -> None:
         self.simulated_cuda = False
         self._undo: list[Callable[[], None]] = []
-        self._torch: Any = None
 
     def install(self, on_ready: Callable[[bool], None]) -> None:
         """Fake tensors from the moment torch is imported; ``on_ready(simulated_cuda)``."""
@@ -74,7 +78,6 @@ class ShapeOnly:
     def _on_torch(self, torch: Any) -> None:
         from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 
-        self._torch = torch
         self.simulated_cuda = not torch.cuda.is_available()
         values.kind_of_type[FakeTensor] = values.TORCH  # the program's values, here
         self._patch(FakeTensor, "__repr__", _refuse_to_print)
@@ -198,7 +201,7 @@ def _value_read_in(line_text: str | None) -> str | None:
     """The first of :data:`_VALUE_READS` on the line (``.item()`` before the ``print(``
     around it)."""
     code = (line_text or "").strip()
-    return next((text for token, text in _VALUE_READS if token in code), None)
+    return next((said for pattern, said in _VALUE_READS if pattern.search(code)), None)
 
 
 def _apply_by_replacing(module: Any, fn: Callable[[Any], Any], recurse: bool = True) -> Any:

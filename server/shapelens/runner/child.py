@@ -282,6 +282,7 @@ class ChildRun:
             exc = err
         finally:
             self.engine.stop()
+            self.shape_only.remove()  # nothing to undo unless this run was shape-only
             if self.config.log is not None:
                 sys.settrace(None)
                 threading.settrace(None)
