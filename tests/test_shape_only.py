@@ -199,6 +199,12 @@ async def test_the_language_server_runs_shapes_only(lsp) -> None:  # type: ignor
     assert hover is not None
     text = hover.contents.value
     assert "cuda:0" in text and "Shape-only run (fake tensors)" in text, text
+    # Where it stopped is information, not an error of the program.
+    [stop] = [d for d in lsp.client.diagnostics.get(uri, []) if d.code == "shape_only_stop"]
+    assert stop.severity == types.DiagnosticSeverity.Information
+    assert stop.range.start.line == line_of(path, "print(loss.item())") - 1
+    assert stop.message.startswith("shape-only run stopped here: `.item()` reads")
+    assert not [d for d in lsp.client.diagnostics.get(uri, []) if d.code == "exception"]
     real = await lsp.run(uri)  # the same file without the flag: a real run, on the CPU here
     if not torch.cuda.is_available():
         assert real["status"] == "exception" and real["shapeOnly"] is False

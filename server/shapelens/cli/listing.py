@@ -6,7 +6,12 @@ import linecache
 import os
 from collections.abc import Iterable
 
-from shapelens.present.findings import SEVERITY_MARKS, finding_detail, related_locations
+from shapelens.present.findings import (
+    SEVERITY_MARKS,
+    finding_detail,
+    related_locations,
+    run_ending,
+)
 from shapelens.present.labels import DEFAULT_STYLE, FileHints, HintStyle, RunUsual, run_usual
 from shapelens.trace import Finding, Trace, TracedLine
 
@@ -91,8 +96,12 @@ def _render_file(
                 where = f"{_display_path(related.file, cwd)}:{related.line}"
                 yield indent + "    " + style.dim(f"↳ {where}: {related.message}")
         if exc is not None and number == exc_line:
-            first = exc.message.strip().splitlines()[0] if exc.message.strip() else ""
-            yield indent + style.severity("error", f"✖ {exc.type}: ") + first
+            severity, _, message = run_ending(trace.status, exc)
+            head, _, rest = message.partition(": ")
+            mark = (
+                f"{SEVERITY_MARKS[severity]} {head}: " if rest else f"{SEVERITY_MARKS[severity]} "
+            )
+            yield indent + style.severity(severity, mark) + (rest or head).splitlines()[0]
     if len(folded) <= _GAP:
         yield from folded
 

@@ -29,6 +29,8 @@ class FileResults:
     """The labels of ``lines`` (they leave out what the run's usual dtype/device says)."""
     shape_only: ShapeOnlyRun | None = None
     """The run was on fake tensors (``--fake``)."""
+    status: str = "ok"
+    """How the run ended (``exception`` is where, for this file)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +81,7 @@ class ResultStore:
                 lines=lines,
                 hints=FileHints(lines, sources.get(path, ()), usual),
                 shape_only=trace.shape_only,
+                status=trace.status,
                 findings=tuple(trace.findings_of(path)),
                 exception=trace.exception
                 if trace.exception is not None and trace.exception.file == path

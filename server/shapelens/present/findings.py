@@ -4,11 +4,20 @@ diagnostics, hover, traceUpdated). Findings travel as data; nothing parses these
 from __future__ import annotations
 
 from shapelens.present.shapes import metadata_text, shape_text
-from shapelens.trace.model import Finding, Operand, RelatedLocation
+from shapelens.trace.model import ExceptionInfo, Finding, Operand, RelatedLocation
 
 MISMATCH_KINDS = ("device_mismatch", "dtype_mismatch")
 SEVERITY_MARKS = {"error": "✖", "warning": "⚠", "info": "ℹ"}
 _TITLES = {"nonfinite": "non-finite"}
+
+
+def run_ending(status: str, exc: ExceptionInfo) -> tuple[str, str, str]:
+    """(severity, kind, message) shown where the run ended: the program's uncaught exception,
+    or where a shape-only run reached a value it could not know (not an error of the program)."""
+    message = exc.message.strip()
+    if status == "shape_only_stop":
+        return "info", "shape_only_stop", f"shape-only run stopped here: {message}"
+    return "error", "exception", f"{exc.type}: {message}" if message else exc.type
 
 
 def finding_title(finding: Finding) -> str:

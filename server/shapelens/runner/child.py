@@ -106,6 +106,8 @@ class ChildRun:
                 status=status, exit_code=exit_code, exception=exception, ended_at=time.time()
             )
         )
+        # Last: the flush above still names devices as the shape-only run showed them.
+        self.shape_only.remove()
 
     def _flusher(self) -> None:
         """Background flushes (so a crash loses little) and stop requests from the parent."""
@@ -282,7 +284,6 @@ class ChildRun:
             exc = err
         finally:
             self.engine.stop()
-            self.shape_only.remove()  # nothing to undo unless this run was shape-only
             if self.config.log is not None:
                 sys.settrace(None)
                 threading.settrace(None)

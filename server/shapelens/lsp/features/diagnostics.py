@@ -10,7 +10,7 @@ from shapelens.lsp.features.lookup import binding_near
 from shapelens.lsp.features.text import IDENTIFIER, line_range, line_text
 from shapelens.lsp.results import FileView
 from shapelens.lsp.shown import ShownFile
-from shapelens.present.findings import finding_message, related_locations
+from shapelens.present.findings import finding_message, related_locations, run_ending
 from shapelens.present.labels import var_label
 
 SOURCE = "shapelens"
@@ -57,7 +57,7 @@ def diagnostics_for(file: ShownFile, shown: Callable[[str], ShownFile]) -> list[
     exc = view.results.exception
     if exc is not None and view.exception_line is not None:
         line = view.exception_line
-        message = f"{exc.type}: {exc.message.strip()}" if exc.message.strip() else exc.type
+        severity, kind, message = run_ending(view.results.status, exc)
         involved = _tensors_on_line(view, line_text(lines, line), line)
         if involved:
             message += "\n" + "\n".join(involved)
@@ -65,9 +65,9 @@ def diagnostics_for(file: ShownFile, shown: Callable[[str], ShownFile]) -> list[
             types.Diagnostic(
                 range=line_range(lines, line, document),
                 message=message,
-                severity=types.DiagnosticSeverity.Error,
+                severity=_SEVERITY[severity],
                 source=SOURCE,
-                code="exception",
+                code=kind,
             )
         )
     return found

@@ -12,7 +12,7 @@ from typing import Any
 from pygls.workspace import TextDocument
 
 from shapelens.lsp.results import FileView
-from shapelens.present.findings import finding_message
+from shapelens.present.findings import finding_message, run_ending
 from shapelens.present.labels import HintStyle
 from shapelens.trace.codec import var_to_json
 
@@ -48,7 +48,6 @@ def trace_update_for(
                 view.exception_line,
                 {"line": view.exception_line, "label": "", "hits": 0, "vars": [], "findings": []},
             )
-            entry["findings"].append(
-                {"kind": "exception", "severity": "error", "message": f"{exc.type}: {exc.message}"}
-            )
+            severity, kind, message = run_ending(view.results.status, exc)
+            entry["findings"].append({"kind": kind, "severity": severity, "message": message})
     return {"uri": document.uri, "version": document.version, "lines": list(lines.values())}
