@@ -172,6 +172,10 @@ class ShapeOnly:
                 self._undo.pop()()
 
 
+def _on_cpu(torch: Any, device: Any) -> bool:
+    return device is None or str(device) == "cpu" or getattr(device, "type", None) == "cpu"
+
+
 def _forget(variable: str) -> None:
     os.environ.pop(variable, None)
 
@@ -267,10 +271,39 @@ def as_the_device_says(text: str, *, simulate_cuda: bool) -> str:
 
 def _as_on_the_device(torch: Any, *, simulate_cuda: bool) -> Any:
     """A torch function mode that words errors as the real device does and, when CUDA is
-    simulated, puts what the program asks on ``cuda`` on ``meta``."""
+    simulated, puts what the program asks on ``cuda`` on ``meta``.
+
+    Random integers drawn on the CPU (``torch.randint``, ``torch.randperm``: a batch's
+    positions, ``random_split``'s order) are real, and so is what is computed from real
+    tensors alone: they do not depend on the data, and nanoGPT's ``for i in ix:
+    data[i : i + block_size]`` needs them as numbers. Everything else is fake."""
+    from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
+    from torch.utils._pytree import tree_leaves
+
     meta = torch.device("meta")
     tensor_to = torch.Tensor.to
     tensor_cuda = torch.Tensor.cuda
+    random_integers = (torch.randint, torch.randperm)
+    indexing = (torch.Tensor.__getitem__, torch.Tensor.__setitem__)
+
+    def as_number(index: Any) -> Any:
+        """A real one-element integer tensor in an index is the number it holds (what
+        Python's ``__index__`` would read); in a fake call torch could not read it."""
+        if isinstance(index, tuple):
+            return tuple(as_number(part) for part in index)
+        if isinstance(index, slice):
+            return slice(as_number(index.start), as_number(index.stop), as_number(index.step))
+        if (
+            isinstance(index, torch.Tensor)
+            and not isinstance(index, FakeTensor)
+            and index.dim() == 0
+            and not index.is_floating_point()
+            and index.dtype != torch.bool
+            and index.device.type == "cpu"
+        ):
+            with unset_fake_temporarily():
+                return int(index)
+        return index
 
     def on_meta(device: Any) -> Any:
         return meta if _is_cuda(torch, device) else device
@@ -280,6 +313,16 @@ def _as_on_the_device(torch: Any, *, simulate_cuda: bool) -> Any:
             self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
         ) -> Any:
             kwargs = dict(kwargs or {})
+            if any(func is f for f in random_integers):
+                real = _on_cpu(torch, kwargs.get("device"))
+            else:
+                leaves = [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+                real = bool(leaves) and not any(isinstance(x, FakeTensor) for x in leaves)
+            if real:
+                with unset_fake_temporarily():
+                    return self._call(func, args, kwargs)
+            if any(func is f for f in indexing) and len(args) > 1:
+                args = (args[0], as_number(args[1]), *args[2:])
             if not simulate_cuda:
                 return self._call(func, args, kwargs)
             if func is tensor_cuda:  # Module.cuda() comes here for each tensor
