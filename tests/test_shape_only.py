@@ -280,3 +280,22 @@ def test_the_clean_corpus_raises_no_alarm_shapes_only(tmp_path: Path) -> None:
     # Past the data: nanoGPT's batches (random positions, real numbers) reach the model.
     nanogpt = ran["clean/nanogpt/main.py"]
     assert any(m["class"] == "GPT" for m in nanogpt["modules"])  # type: ignore[union-attr]
+
+
+def test_random_positions_are_numbers_until_they_go_to_the_gpu(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = script(
+        """
+        import torch
+        data = torch.arange(100)
+        ix = torch.randint(len(data) - 8, (4,))
+        x = torch.stack([data[i : i + 8] for i in ix])
+        y = ix.to("cuda")
+        z = ix.cuda() + torch.zeros(4, device="cuda", dtype=torch.long)
+        """
+    )
+    run = run_cli("--fake", "main.py", cwd=tmp_path, timeout=60)
+    assert run.returncode == 0 and run.trace is not None, run.stderr
+    assert run.trace["status"] == "ok"
+    assert run.var(main, line_of(main, "x = torch.stack"), "x")["shape"] == [4, 8]
+    assert run.var(main, line_of(main, "y = ix.to"), "y")["device"] == "cuda:0"
+    assert run.var(main, line_of(main, "z = ix.cuda()"), "z")["device"] == "cuda:0"

@@ -308,12 +308,24 @@ def _as_on_the_device(torch: Any, *, simulate_cuda: bool) -> Any:
     def on_meta(device: Any) -> Any:
         return meta if _is_cuda(torch, device) else device
 
+    def to_the_gpu(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        if func is tensor_cuda or _is_cuda(torch, kwargs.get("device")):
+            return True
+        if func is tensor_to and len(args) > 1:
+            target = args[1]
+            return _is_cuda(torch, target) or (
+                isinstance(target, int) and not isinstance(target, bool)
+            )
+        return False
+
     class AsOnTheDevice(torch.overrides.TorchFunctionMode):  # type: ignore[misc]
         def __torch_function__(
             self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
         ) -> Any:
             kwargs = dict(kwargs or {})
-            if any(func is f for f in random_integers):
+            if simulate_cuda and to_the_gpu(func, args, kwargs):
+                real = False  # a real tensor sent to the simulated GPU becomes a fake one
+            elif any(func is f for f in random_integers):
                 real = _on_cpu(torch, kwargs.get("device"))
             else:
                 leaves = [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
