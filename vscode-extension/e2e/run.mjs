@@ -276,16 +276,7 @@ class Run {
    * @param {import('playwright-core').Page} page
    */
   async checkShapesOnly(page) {
-    await this.step(`open ${SHAPES_FILE} with Quick Open`, async () => {
-      await page.keyboard.press('F1');
-      await page.locator('.quick-input-widget input').waitFor({ state: 'visible', timeout: 10_000 });
-      await page.keyboard.press('Backspace');
-      await page.keyboard.type(SHAPES_FILE);
-      const row = page.locator('.quick-input-list .monaco-list-row', { hasText: SHAPES_FILE }).first();
-      await row.waitFor({ state: 'visible', timeout: 20_000 });
-      await row.click();
-      await waitForEditor(page, SHAPES_FILE, SHAPES_LINE, 30_000);
-    });
+    await this.step(`open ${SHAPES_FILE} with Quick Open`, () => quickOpen(page, SHAPES_FILE, SHAPES_LINE));
     await this.step(`run "${SHAPES_TITLE}" from the command palette`, async () => {
       await clickWord(page, SHAPES_LINE, 'pred');
       await runCommand(page, SHAPES_TITLE, 20_000);
@@ -312,18 +303,7 @@ class Run {
    * @param {import('playwright-core').Page} page
    */
   async checkRunWithoutDebugging(page) {
-    await this.step(`open ${LAUNCHED_FILE} with Quick Open`, async () => {
-      // F1 opens the palette in command mode (`>`); without the `>` it finds files.
-      // (Ctrl+P would be the browser's Print here.)
-      await page.keyboard.press('F1');
-      await page.locator('.quick-input-widget input').waitFor({ state: 'visible', timeout: 10_000 });
-      await page.keyboard.press('Backspace');
-      await page.keyboard.type(LAUNCHED_FILE);
-      const row = page.locator('.quick-input-list .monaco-list-row', { hasText: LAUNCHED_FILE }).first();
-      await row.waitFor({ state: 'visible', timeout: 20_000 }); // file search results come after the recent files
-      await row.click();
-      await waitForEditor(page, LAUNCHED_FILE, LAUNCHED_LINE, 30_000);
-    });
+    await this.step(`open ${LAUNCHED_FILE} with Quick Open`, () => quickOpen(page, LAUNCHED_FILE, LAUNCHED_LINE));
     await this.step('run the launch configuration with Ctrl+F5', async () => {
       await clickWord(page, LAUNCHED_LINE, 'batch');
       await page.keyboard.press('Control+F5');
@@ -682,6 +662,24 @@ class Run {
     const result = { ok: !failure, failure, seconds: (Date.now() - started) / 1000, steps: this.steps };
     await writeFile(path.join(this.config.artifacts, 'result.json'), `${JSON.stringify(result, null, 2)}\n`).catch(() => {});
   }
+}
+
+/**
+ * Open a workspace file with Quick Open and wait for `line` in its editor. F1 opens the palette
+ * in command mode (`>`); without the `>` it finds files (Ctrl+P would be the browser's Print).
+ * @param {import('playwright-core').Page} page
+ * @param {string} file
+ * @param {string} line
+ */
+async function quickOpen(page, file, line) {
+  await page.keyboard.press('F1');
+  await page.locator('.quick-input-widget input').waitFor({ state: 'visible', timeout: 10_000 });
+  await page.keyboard.press('Backspace');
+  await page.keyboard.type(file);
+  const row = page.locator('.quick-input-list .monaco-list-row', { hasText: file }).first();
+  await row.waitFor({ state: 'visible', timeout: 20_000 }); // file search results come after the recent files
+  await row.click();
+  await waitForEditor(page, file, line, 30_000);
 }
 
 /**
