@@ -2,7 +2,10 @@
 
 The first run of a server is cold (a new interpreter imports torch); it also starts the warm
 runner, a fork server with torch imported, from which later runs fork a fresh child.
-Reported: the cold first run, and the median of the later (warm) runs.
+Reported: the cold first run and ``python script.py`` untraced, each the median of N rounds
+that alternate them (a new server each round: one cold sample per server; on a busy machine a
+single sample of a 6 s script is off by half a second either way), and the median of the
+warm runs of the first round's server.
 Usage: python bench/lsp_latency.py [--repeat N] [--out FILE]
 """
 
@@ -45,7 +48,7 @@ WARM_TARGET_S = 0.3  # issue 14: a warm run -> hints
 COLD_TARGET_S = 0.5  # issue 14: a cold run -> hints, over the script's own untraced time
 
 
-async def measure(python: str, source: str, folder: Path, repeat: int) -> list[float]:
+async def measure(python: str, source: str, folder: Path, warm_runs: int) -> list[float]:
     client = LanguageClient("shapelens-bench", "1")
     for method in (types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, "shapelens/traceUpdated"):
         client.feature(method)(lambda *_: None)  # received, not needed here
@@ -65,7 +68,7 @@ async def measure(python: str, source: str, folder: Path, repeat: int) -> list[f
         )
     )
     timings = []
-    for index in range(repeat + 1):  # the first is cold, the others warm
+    for index in range(warm_runs + 1):  # the first is cold, the others warm
         if index == 1:  # the fork server started with the cold run: let it import torch
             await asyncio.sleep(FORK_SERVER_READY_S)
         start = time.perf_counter()
@@ -86,16 +89,13 @@ async def measure(python: str, source: str, folder: Path, repeat: int) -> list[f
     return timings
 
 
-def _untraced_wall(python: str, source: str, folder: Path, repeat: int) -> float:
-    """Median wall time of ``python script.py`` (a fresh interpreter, like a cold run)."""
+def _untraced_wall(python: str, source: str, folder: Path) -> float:
+    """Wall time of ``python script.py`` (a fresh interpreter, like a cold run)."""
     script = folder / "untraced.py"
     script.write_text(source)
-    timings = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        subprocess.run([python, str(script)], check=True, capture_output=True)
-        timings.append(time.perf_counter() - start)
-    return statistics.median(timings)
+    start = time.perf_counter()
+    subprocess.run([python, str(script)], check=True, capture_output=True)
+    return time.perf_counter() - start
 
 
 def _version(python: str) -> str:
@@ -105,30 +105,37 @@ def _version(python: str) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--python", default=sys.executable, help="interpreter of the server")
     options = parser.parse_args()
     rows = [
         "| script | untraced (`python script.py`, s) | cold (first run, s) | cold − untraced"
-        f" (target ≤ {COLD_TARGET_S}) | warm (median of later runs, s; target ≤ {WARM_TARGET_S}) |",
+        f" (median of the rounds' differences, their range; target ≤ {COLD_TARGET_S}) |"
+        f" warm (median of later runs, s; target ≤ {WARM_TARGET_S}) |",
         "|---|---:|---:|---:|---:|",
     ]
     with tempfile.TemporaryDirectory() as tmp:
         for name, source in SCRIPTS.items():
-            untraced = _untraced_wall(options.python, source, Path(tmp), options.repeat)
-            timings = asyncio.run(measure(options.python, source, Path(tmp), options.repeat))
-            warm = statistics.median(timings[-options.repeat :])
+            untraced, cold, warm = [], [], []
+            for round_ in range(options.repeat):  # alternating, so drifts hit both alike
+                untraced.append(_untraced_wall(options.python, source, Path(tmp)))
+                warm_runs = options.repeat if round_ == 0 else 0
+                timings = asyncio.run(measure(options.python, source, Path(tmp), warm_runs))
+                cold.append(timings[0])
+                warm.extend(timings[1:])
+            added = [c - u for c, u in zip(cold, untraced, strict=True)]
             rows.append(
-                f"| {name} | {untraced:.2f} | {timings[0]:.2f} | {timings[0] - untraced:+.2f} |"
-                f" {warm:.3f} |"
+                f"| {name} | {statistics.median(untraced):.2f} | {statistics.median(cold):.2f} |"
+                f" {statistics.median(added):+.2f} ({min(added):+.2f}…{max(added):+.2f}) |"
+                f" {statistics.median(warm):.3f} |"
             )
     emit(
         [
             f"Language server latency ({_version(options.python)}): `shapelens.run` until"
             " inlay hints arrive. Cold: the server's first run (a new interpreter imports"
             " torch; it also starts the fork server). Warm: later runs, forked from the fork"
-            " server.",
+            f" server. Medians of {options.repeat} alternating rounds.",
             "",
             *rows,
         ],

@@ -7,6 +7,8 @@ Every import counts: at module level, inside functions, and under ``if TYPE_CHEC
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -115,3 +117,27 @@ def test_the_checker_sees_cycles() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert find_cycle(graph) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_traced_child_loads_only_its_own_side() -> None:
+    """Every run starts a child (cold) or forks one: what it imports before the user's code
+    is start-up time. The parent's side (launcher, fork-server client, trace builder and
+    codec), the presentation and the language server stay out of it."""
+    probe = (
+        "import sys, shapelens.runner.child\n"
+        "print('\\n'.join(m for m in sys.modules if m.startswith('shapelens')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = set(done.stdout.split())
+    assert "shapelens.engine.tracer" in loaded
+    parent_side = {
+        "shapelens.runner.launcher",
+        "shapelens.runner.warm",
+        "shapelens.trace.builder",
+        "shapelens.trace.codec",
+        "shapelens.trace.model",
+    }
+    assert not loaded & parent_side
+    assert not {m for m in loaded if m.startswith(("shapelens.present", "shapelens.lsp"))}

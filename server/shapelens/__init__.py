@@ -5,7 +5,7 @@ The public surface is small on purpose:
 - ``from shapelens import snoop`` — drop-in for ``torchsnooper.snoop`` (also
   ``TensorFormat``, ``NumpyFormat``, ``register_snoop``);
 - :mod:`shapelens.trace` — the trace data model and its JSON file format;
-- :func:`shapelens.runner.run_traced` — run a script or module under the tracer in a child
+- :func:`shapelens.runner.launcher.run_traced` — run a script or module under the tracer in a child
   process;
 - the ``shapelens`` command line (``shapelens run``, ``shapelens lsp``).
 """

@@ -15,7 +15,8 @@ from shapelens.cli.listing import render_listing
 from shapelens.engine.findings import FindingsConfig
 from shapelens.present.labels import HINT_FORMATS, HintStyle
 from shapelens.present.modules import modules_table
-from shapelens.runner import RunRequest, UsageError, run_traced
+from shapelens.runner.contract import RunRequest
+from shapelens.runner.launcher import UsageError, run_traced
 from shapelens.trace import write_trace
 
 FINDING_KINDS = ("broadcast", "mismatch", "nonfinite", "warnings")

@@ -22,8 +22,14 @@ from shapelens.engine.findings import FindingsConfig
 from shapelens.lsp.notifications import DEBUG_LISTENING
 from shapelens.lsp.settings import Settings
 from shapelens.lsp.uris import path_of
-from shapelens.runner import RunRequest, RunResult, UsageError, run_traced
-from shapelens.runner.launcher import RUNNER_PACKAGE, resolve_python
+from shapelens.runner.contract import RunRequest
+from shapelens.runner.launcher import (
+    RUNNER_PACKAGE,
+    RunResult,
+    UsageError,
+    resolve_python,
+    run_traced,
+)
 from shapelens.runner.warm import WarmRunner
 from shapelens.trace import Trace
 
