@@ -7,13 +7,22 @@ The public surface is small on purpose:
 - :mod:`shapelens.trace` — the trace data model and its JSON file format;
 - :func:`shapelens.runner.launcher.run_traced` — run a script or module under the tracer in a child
   process;
-- the ``shapelens`` command line (``shapelens run``, ``shapelens lsp``).
+- the ``shapelens`` command line (``shapelens run``, ``shapelens lsp``);
+- ``%load_ext shapelens`` in IPython and Jupyter kernels (:mod:`shapelens.notebook`).
 """
 
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["NumpyFormat", "TensorFormat", "__version__", "register_snoop", "snoop"]
+__all__ = [
+    "NumpyFormat",
+    "TensorFormat",
+    "__version__",
+    "load_ipython_extension",
+    "register_snoop",
+    "snoop",
+    "unload_ipython_extension",
+]
 
 _SNOOP_NAMES = {"snoop", "TensorFormat", "NumpyFormat", "register_snoop"}
 
@@ -25,3 +34,17 @@ def __getattr__(name: str) -> Any:
 
         return getattr(snooping, name)
     raise AttributeError(f"module 'shapelens' has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext shapelens``: trace every cell this kernel runs from now on."""
+    from shapelens.notebook.ipython import load  # IPython only where it is loaded
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext shapelens``: stop tracing cells."""
+    from shapelens.notebook.ipython import unload
+
+    unload(ipython)

@@ -11,9 +11,9 @@ import time
 from collections.abc import Sequence
 
 from shapelens import __version__
-from shapelens.cli.listing import render_listing
 from shapelens.engine.findings import FindingsConfig
 from shapelens.present.labels import HINT_FORMATS, HintStyle
+from shapelens.present.listing import render_listing
 from shapelens.present.modules import modules_table
 from shapelens.runner.contract import RunRequest
 from shapelens.runner.launcher import UsageError, run_traced

@@ -6,6 +6,7 @@ import fnmatch
 import os
 import sys
 import sysconfig
+import traceback
 from dataclasses import dataclass, field
 from types import CodeType
 
@@ -23,6 +24,9 @@ class ScopeConfig:
     exclude: tuple[str, ...] = ()
     functions: tuple[str, ...] = ()
     """When given, only these functions are traced (``myfunc``, ``Block.forward``)."""
+    cell_files: tuple[str, ...] = ()
+    """Name patterns of notebook cells (``/tmp/ipykernel_42/*``, ``<ipython-input-*``): a
+    kernel compiles each cell under such a name, and cells are user code."""
 
 
 def _library_dirs() -> tuple[str, ...]:
@@ -69,6 +73,8 @@ class UserCodeScope:
         return result
 
     def _judge(self, filename: str) -> str | None:
+        if any(fnmatch.fnmatchcase(filename, p) for p in self.config.cell_files):
+            return filename  # the name the kernel gave the cell: its lines' file
         if not filename or filename.startswith("<"):
             return None
         path = os.path.realpath(os.path.abspath(filename))
@@ -85,6 +91,15 @@ class UserCodeScope:
         if library or _inside_virtualenv(path, self._root.rstrip(os.sep)):
             return None
         return path
+
+    def raised_at(self, error: BaseException) -> tuple[str | None, int | None]:
+        """The innermost line of user code that ``error`` passed through, if any."""
+        found: tuple[str | None, int | None] = (None, None)
+        for frame, lineno in traceback.walk_tb(error.__traceback__):
+            user = self.user_file(frame.f_code.co_filename)
+            if user is not None:
+                found = (user, lineno)
+        return found
 
     def wants_code(self, code: CodeType) -> bool:
         if code.co_name in _SKIPPED_CODE_NAMES:

@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 import tokenize
-import traceback
 import types
 from collections.abc import Callable, Iterator
 from typing import NoReturn
@@ -312,12 +311,7 @@ class ChildRun:
         self.writer.send(messages.shape_only(simulated_cuda=simulated_cuda))
 
     def _describe(self, exc: BaseException) -> messages.ExceptionRecord:
-        file: str | None = None
-        line: int | None = None
-        for frame, lineno in traceback.walk_tb(exc.__traceback__):
-            user = self.scope.user_file(frame.f_code.co_filename)
-            if user is not None:
-                file, line = user, lineno
+        file, line = self.scope.raised_at(exc)
         try:
             message = str(exc)
         except Exception:

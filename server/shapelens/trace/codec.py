@@ -13,6 +13,7 @@ from typing import Any
 
 from shapelens.trace.messages import json_number, read_numbers
 from shapelens.trace.model import (
+    CellSource,
     CompileMode,
     ExceptionInfo,
     Finding,
@@ -224,7 +225,27 @@ def trace_to_json(trace: Trace) -> dict[str, Any]:
         "lines": [_line_to_json(line) for line in trace.lines],
         "findings": [finding_to_json(f) for f in trace.findings],
         "modules": [module_to_json(m) for m in trace.modules],
+        **({"cells": [_cell_to_json(c) for c in trace.cells]} if trace.cells else {}),
     }
+
+
+def _cell_to_json(cell: CellSource) -> dict[str, Any]:
+    return {
+        "file": cell.file,
+        "source": cell.source,
+        "execution_count": cell.execution_count,
+        "executed_at": round(cell.executed_at, 6),
+    }
+
+
+def _cell_from_json(data: dict[str, Any]) -> CellSource:
+    count = data.get("execution_count")
+    return CellSource(
+        file=str(data["file"]),
+        source=str(data["source"]),
+        execution_count=None if count is None else int(count),
+        executed_at=float(data["executed_at"]),
+    )
 
 
 def module_to_json(module: ModuleCall) -> dict[str, Any]:
@@ -368,6 +389,7 @@ def trace_from_json(data: Any) -> Trace:
             ),
             findings=tuple(finding_from_json(f) for f in data["findings"]),
             modules=tuple(module_from_json(m) for m in data.get("modules", ())),
+            cells=tuple(_cell_from_json(c) for c in data.get("cells", ())),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise TraceFormatError(f"malformed {SCHEMA_ID} trace: {err!r}") from err

@@ -209,6 +209,19 @@ class ShapeOnlyRun:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CellSource:
+    """A notebook cell as a kernel last executed it (``cells`` in a kernel session's trace):
+    editors place its lines by matching ``source`` to the cells they show."""
+
+    file: str
+    """The name the kernel compiled the cell under: the ``file`` of its lines and findings."""
+    source: str
+    execution_count: int | None
+    executed_at: float
+    """Unix time at the end of that execution: the latest execution of a cell wins."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Trace:
     argv: tuple[str, ...]
     python: str
@@ -227,6 +240,8 @@ class Trace:
     default: uncompiled, so their lines have hints), "compiled" (kept), None (none ran)."""
     shape_only: ShapeOnlyRun | None = None
     """Set when the run was on fake tensors (``--fake``): shapes, no values."""
+    cells: tuple[CellSource, ...] = ()
+    """A notebook kernel's trace: the cells whose lines it holds (empty for a script run)."""
 
     @property
     def files(self) -> list[str]:
