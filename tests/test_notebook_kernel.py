@@ -170,6 +170,9 @@ def test_a_failing_cell_fails_as_without_shapelens_and_is_in_the_trace(session: 
     assert trace["status"] == "exception"
     assert trace["exception"]["file"] == failed["file"] and trace["exception"]["line"] == 1
     assert trace["exception"]["type"] == "RuntimeError"
+    # Explained as in a script run: the operand and the line that made it.
+    (mismatch,) = [f for f in trace["findings"] if f["file"] == failed["file"]]
+    assert mismatch["kind"] == "shape_mismatch" and mismatch["line"] == 1
 
 
 def test_shapelens_cell_magic_shows_the_listing_as_html_and_text(session: Session) -> None:
@@ -238,6 +241,8 @@ def test_terminal_ipython_shows_the_listing_as_plain_text(tmp_path: Path) -> Non
     assert "<pre" not in out and "<span" not in out
     assert "y (5,2)" in out and "z (5,5)" in out
     assert "mat1 and mat2 shapes cannot be multiplied (2x5 and 2x5)" in out
+    # The finding reads the cell's code, not its %%shapelens line: it explains the operands.
+    assert "✖ shape_mismatch:" in out and "`x` created here" in out
     assert "error: RuntimeError" in out
     (path,) = sorted((tmp_path / ".shapelens").glob("kernel-*.json"))
     cells = json.loads(path.read_text())["cells"]

@@ -8,7 +8,7 @@ one :class:`VarStats` in place. Raw metadata objects (``torch.Size``, ``torch.dt
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from shapelens.engine import values
@@ -168,7 +168,10 @@ class VarStats:
 class Recorder:
     """All stats of one run, plus findings; hands out deltas for the channel."""
 
-    def __init__(self) -> None:
+    def __init__(self, earlier: Sequence[VarStats] = ()) -> None:
+        """``earlier``: what earlier recordings in this process saw bound (a notebook's
+        previous cells), so a tensor made there still has its birth line."""
+        self.earlier = tuple(earlier)
         # Per file: line -> hit count. Per file: line -> {name: VarStats}.
         self.line_hits: dict[str, dict[int, int]] = {}
         self.var_stats: dict[str, dict[int, dict[str, VarStats]]] = {}
@@ -239,7 +242,7 @@ class Recorder:
     def origin_of(self, value: Any) -> VarStats | None:
         """The first line that bound this very object (where it was created, as far as we saw)."""
         fallback: VarStats | None = None
-        for stats in self.all_stats:
+        for stats in (*self.earlier, *self.all_stats) if self.earlier else self.all_stats:
             ref = stats.ref
             if ref is not None and ref() is value:
                 if not stats.is_argument:

@@ -117,10 +117,12 @@ class ShapeLensMagics(Magics):
         count = self._count if self._raw_cell is not None else shell.execution_count
         name = self._name_of(raw, count)
         # Line 1 is the %%shapelens line: the body keeps its line numbers in the cell.
-        code = shell.compile("\n" + shell.transform_cell(cell), name, "exec")
+        body = "\n" + shell.transform_cell(cell)
+        code = shell.compile(body, name, "exec")
+        # Tracebacks and the listing show the cell as written; the engine reads the code.
         linecache.cache[name] = (len(raw), None, raw.splitlines(keepends=True), name)
         error: BaseException | None = None
-        session.begin()
+        session.begin({name: body})
         try:
             exec(code, shell.user_ns)
         except BaseException as err:  # shown in the listing, then raised as it was

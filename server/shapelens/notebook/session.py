@@ -10,13 +10,13 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.frame_events import FrameEvents
 from shapelens.engine.monitoring import MonitoringTracer
-from shapelens.engine.recorder import Recorder
+from shapelens.engine.recorder import Recorder, VarStats
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.source_map import SourceMaps
 from shapelens.engine.tracer import Tracer
@@ -45,10 +45,19 @@ class CellRun:
 class ActiveCell:
     """The engine running for one cell: started before the cell's code, stopped after."""
 
-    def __init__(self, scope: UserCodeScope, findings: FindingsConfig) -> None:
-        self.recorder = Recorder()
+    def __init__(
+        self,
+        scope: UserCodeScope,
+        findings: FindingsConfig,
+        sources: Mapping[str, str],
+        born: Sequence[VarStats],
+    ) -> None:
+        self.recorder = Recorder(earlier=born)
+        code_sources = SourceMaps()
+        for name, text in sources.items():
+            code_sources.put(name, text)
         self.events = FrameEvents(
-            scope=scope, recorder=self.recorder, findings=findings, sources=SourceMaps()
+            scope=scope, recorder=self.recorder, findings=findings, sources=code_sources
         )
         self.engine: Tracer | MonitoringTracer = (
             MonitoringTracer(self.events) if hasattr(sys, "monitoring") else Tracer(self.events)
@@ -100,16 +109,20 @@ class KernelSession:
         self._findings: dict[str, tuple[Finding, ...]] = {}
         self._exception: ExceptionInfo | None = None
         self._duration = 0.0
+        self._born: list[VarStats] = []
+        """Values earlier cells bound that are still alive: their birth lines, for findings."""
         self.cells_traced = 0
 
     @property
     def tracing(self) -> bool:
         return self._active is not None
 
-    def begin(self) -> None:
-        """Start tracing (before a cell's code runs); a no-op while a cell is traced."""
+    def begin(self, sources: Mapping[str, str] | None = None) -> None:
+        """Start tracing (before a cell's code runs); a no-op while a cell is traced.
+        ``sources``: the code of names whose cached text is not what was compiled (the
+        findings read statements from it); others are read from ``linecache``."""
         if self._active is None:
-            self._active = ActiveCell(self.scope, self.findings)
+            self._active = ActiveCell(self.scope, self.findings, sources or {}, self._born)
 
     def abandon(self) -> None:
         """Stop tracing without recording (a cell that ``%%shapelens`` traces itself)."""
@@ -126,6 +139,11 @@ class KernelSession:
         if active is None:
             return None
         trace = active.finish(error, self.scope)
+        self._born = [
+            stats
+            for stats in (*self._born, *active.recorder.all_stats)
+            if stats.ref is not None and stats.ref() is not None
+        ]
         cell = CellSource(
             file=file, source=source, execution_count=execution_count, executed_at=time.time()
         )
@@ -139,6 +157,7 @@ class KernelSession:
         self._findings.clear()
         self._exception = None
         self._duration = 0.0
+        self._born = []
         self.cells_traced = 0
         self.write()
 
