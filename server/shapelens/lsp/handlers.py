@@ -13,7 +13,7 @@ from shapelens.lsp.features.code_lens import lenses_for
 from shapelens.lsp.features.hover import hover_for
 from shapelens.lsp.features.inlay_hints import hint_document, inlay_hints_for, resolve_hint
 from shapelens.lsp.state import ShapeLensServer
-from shapelens.lsp.uris import path_of
+from shapelens.lsp.uris import is_cell, path_of
 
 PUBLISH_DELAY_S = 0.15
 
@@ -22,7 +22,12 @@ def initialize(ls: ShapeLensServer, params: types.InitializeParams) -> None:
     ls.apply_settings(params.initialization_options)
 
 
+def initialized(ls: ShapeLensServer, params: types.InitializedParams) -> None:
+    ls.start_watching()  # kernel traces, for notebooks
+
+
 def shutdown(ls: ShapeLensServer, params: None) -> None:
+    ls.stop_watching()
     ls.runs.close()  # the warm runner's fork server goes with us
 
 
@@ -40,6 +45,42 @@ def text_document_did_change(
     ls: ShapeLensServer, params: types.DidChangeTextDocumentParams
 ) -> None:
     ls.refresh_later(params.text_document.uri, PUBLISH_DELAY_S)
+
+
+def workspace_did_change_watched_files(
+    ls: ShapeLensServer, params: types.DidChangeWatchedFilesParams
+) -> None:
+    """Clients that watch ``kernel-*.json`` for us get a scan at once (polling goes on)."""
+    if ls.has_cells():
+        ls.scan_soon()
+
+
+def notebook_document_did_open(
+    ls: ShapeLensServer, params: types.DidOpenNotebookDocumentParams
+) -> None:
+    ls.publish_cells(ls.cell_uris(params.notebook_document.uri))
+    ls.scan_soon()  # its folder's .shapelens/ may be new to us
+
+
+def notebook_document_did_change(
+    ls: ShapeLensServer, params: types.DidChangeNotebookDocumentParams
+) -> None:
+    closed = params.change.cells.structure if params.change.cells is not None else None
+    if closed is not None and closed.did_close:
+        ls.forget_cells(cell.uri for cell in closed.did_close)
+    ls.refresh_cells_later(params.notebook_document.uri, PUBLISH_DELAY_S)
+
+
+def notebook_document_did_save(
+    ls: ShapeLensServer, params: types.DidSaveNotebookDocumentParams
+) -> None:
+    ls.scan_soon()
+
+
+def notebook_document_did_close(
+    ls: ShapeLensServer, params: types.DidCloseNotebookDocumentParams
+) -> None:
+    ls.forget_cells(cell.uri for cell in params.cell_text_documents)
 
 
 def text_document_hover(ls: ShapeLensServer, params: types.HoverParams) -> types.Hover | None:
@@ -71,8 +112,8 @@ def text_document_code_lens(
     ls: ShapeLensServer, params: types.CodeLensParams
 ) -> list[types.CodeLens]:
     document = ls.open_document(params.text_document.uri)
-    if document is None:
-        return []
+    if document is None or is_cell(document.uri):
+        return []  # a cell runs in its kernel: no "Run with ShapeLens" there
     path = path_of(document.uri)
     modules = ls.results.modules_of(path) if path is not None else ()
     return lenses_for(document.source, document.uri, path, modules)
@@ -80,10 +121,16 @@ def text_document_code_lens(
 
 FEATURES: dict[str, Callable[..., Any]] = {
     types.INITIALIZE: initialize,
+    types.INITIALIZED: initialized,
     types.SHUTDOWN: shutdown,
     types.WORKSPACE_DID_CHANGE_CONFIGURATION: workspace_did_change_configuration,
     types.TEXT_DOCUMENT_DID_OPEN: text_document_did_open,
     types.TEXT_DOCUMENT_DID_CHANGE: text_document_did_change,
+    types.WORKSPACE_DID_CHANGE_WATCHED_FILES: workspace_did_change_watched_files,
+    types.NOTEBOOK_DOCUMENT_DID_OPEN: notebook_document_did_open,
+    types.NOTEBOOK_DOCUMENT_DID_CHANGE: notebook_document_did_change,
+    types.NOTEBOOK_DOCUMENT_DID_SAVE: notebook_document_did_save,
+    types.NOTEBOOK_DOCUMENT_DID_CLOSE: notebook_document_did_close,
     types.TEXT_DOCUMENT_HOVER: text_document_hover,
     types.TEXT_DOCUMENT_INLAY_HINT: text_document_inlay_hint,
     types.INLAY_HINT_RESOLVE: inlay_hint_resolve,

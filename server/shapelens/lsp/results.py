@@ -71,8 +71,14 @@ class ResultStore:
         dropped = [p for p, r in self._files.items() if r.owner == owner and p not in files]
         for path in dropped:
             del self._files[path]
+        by_file: dict[str, dict[int, TracedLine]] = {}
+        for line in trace.lines:  # one pass: a notebook's trace holds hundreds of files
+            by_file.setdefault(line.file, {})[line.line] = line
+        findings_of: dict[str, list[Finding]] = {}
+        for finding in trace.findings:
+            findings_of.setdefault(finding.file, []).append(finding)
         for path in files:
-            lines = {line.line: line for line in trace.lines_of(path)}
+            lines = by_file.get(path, {})
             self._files[path] = FileResults(
                 path=path,
                 owner=owner,
@@ -82,7 +88,7 @@ class ResultStore:
                 hints=FileHints(lines, sources.get(path, ()), usual),
                 shape_only=trace.shape_only,
                 status=trace.status,
-                findings=tuple(trace.findings_of(path)),
+                findings=tuple(findings_of.get(path, ())),
                 exception=trace.exception
                 if trace.exception is not None and trace.exception.file == path
                 else None,

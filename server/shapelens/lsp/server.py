@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from shapelens.lsp.commands import COMMANDS
 from shapelens.lsp.handlers import FEATURES
-from shapelens.lsp.publish import publish_file
+from shapelens.lsp.publish import publish_cell, publish_file
 from shapelens.lsp.state import ShapeLensServer
 
 
 def create_server() -> ShapeLensServer:
-    server = ShapeLensServer(publish=publish_file)
+    server = ShapeLensServer(publish=publish_file, publish_cell=publish_cell)
     for method, handler in FEATURES.items():
         server.feature(method)(handler)
     for name, command in COMMANDS.items():

@@ -34,6 +34,9 @@ class Settings:
     """VS Code truncates inlay hints at 43 characters by default."""
     keep_compile: bool = False
     """``shapelens.compile``: keep torch.compile (no hints inside compiled functions)."""
+    trace_dir: str | None = None
+    """``shapelens.traceDir``: one more folder where Jupyter kernels write their traces
+    (``kernel-*.json``); relative to each workspace folder unless absolute."""
 
     @property
     def hint_style(self) -> HintStyle:
@@ -50,11 +53,12 @@ _CAMEL = {
     "hintFormat": "hint_format",
     "maxHintLength": "max_hint_length",
     "compile": "keep_compile",
+    "traceDir": "trace_dir",
 }
 
 
 def _valid(name: str, value: Any) -> bool:
-    if name == "interpreter":
+    if name in ("interpreter", "trace_dir"):
         return value is None or (isinstance(value, str) and bool(value.strip()))
     if name == "extra_env":
         return isinstance(value, dict) and all(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from urllib.parse import unquote, urlsplit
 
 from pygls.uris import from_fs_path, to_fs_path
 
@@ -17,3 +18,19 @@ def path_of(uri: str) -> str | None:
 
 def uri_of(path: str) -> str:
     return from_fs_path(path) or f"file://{path}"
+
+
+CELL_SCHEME = "vscode-notebook-cell"
+
+
+def is_cell(uri: str) -> bool:
+    """A notebook cell's URI (VS Code: ``vscode-notebook-cell:/path/nb.ipynb#W0sZmlsZQ==``)."""
+    return uri.startswith(CELL_SCHEME + ":")
+
+
+def notebook_path(cell_uri: str) -> str | None:
+    """The notebook file a cell URI points into, or None."""
+    if not is_cell(cell_uri):
+        return None
+    path = unquote(urlsplit(cell_uri).path)
+    return os.path.realpath(path) if os.path.isabs(path) else None

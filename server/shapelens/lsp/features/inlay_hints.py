@@ -31,10 +31,13 @@ def inlay_hints_for(
     lines = document.lines
     # The run number, never id(view): a re-run of unchanged text frees the old view and
     # the new one may reuse its id, which answered with the previous run's hints.
+    # The path too: a notebook cell may be shown another execution of the same kernel
+    # trace (one run) when another cell claims its first one.
     key = (
         document.uri,
         document.version,
         view.results.run,
+        view.results.path,
         settings.max_hint_length,
         settings.hint_style,
     )
