@@ -14,11 +14,11 @@
 // Exit status 0 when every check passed; 1 with the reason on stderr otherwise. Screenshots,
 // logs and result.json are written to the artifacts folder either way.
 
-import { cp, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 import { installExtension, prepareProfile, startCodeServer } from './lib/code-server.mjs';
 import { loadConfig, repoRoot } from './lib/config.mjs';
@@ -29,6 +29,7 @@ import {
   dismissHover,
   editorLines,
   errorMessage,
+  formatCells,
   formatLines,
   hoverWord,
   installPageHelpers,
@@ -39,6 +40,8 @@ import {
   waitForProblem,
   waitForTreeRows,
   variableRows,
+  waitForCells,
+  waitForNotification,
 } from './lib/workbench.mjs';
 
 const FILE = 'seed_linear_fit.py';
@@ -101,6 +104,21 @@ const MODULES_VIEW = 'ShapeLens';
 const FOCUS_MODULES_TITLE = 'Explorer: Focus on ShapeLens View';
 const MODEL_LINE = 'model = torch.nn.Linear(2, 1)';
 
+/** A notebook run by a real Jupyter kernel with `%load_ext shapelens` before code-server starts
+ * (fixtures/notebook/run_notebook.py): its trace goes to the workspace's `.shapelens/`. */
+const NOTEBOOK_FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'notebook');
+const NOTEBOOK = 'shapes.ipynb';
+const NOTEBOOK_X_LINE = 'x = torch.ones(4, 3)';
+const NOTEBOOK_IMPORT_LINE = 'import torch';
+const NOTEBOOK_OUT_LINE = 'out = a @ b';
+const NOTEBOOK_Y_LINE = 'y = project(x, w)';
+const NOTEBOOK_ROW_LINE = 'row = y[i]';
+const NOTEBOOK_LOOP_LINE = 'for i in range(3):';
+const TRACE_KERNEL_TITLE = "ShapeLens: Trace this Notebook's Kernel";
+/** Run by a second kernel while shapes.ipynb is open: x has 7 rows there, and its last cell's text
+ * is the same as shapes.ipynb's, so that cell shows the newer execution, `y (7,5)`. */
+const RERUN_NOTEBOOK = 'rerun.ipynb';
+
 /** @param {import('./lib/workbench.mjs').EditorLine[]} lines @param {string} code */
 const lineOf = (lines, code) => lines.find((l) => l.text.trim() === code);
 
@@ -126,6 +144,8 @@ class Run {
     this.tempRoot = undefined;
     /** @type {string | undefined} */
     this.userDataDir = undefined;
+    /** @type {import('./lib/code-server.mjs').Profile | undefined} */
+    this.profile = undefined;
     this.screenshotCount = 0;
     /** @type {(() => Promise<void>) | undefined} writes the browser's console messages */
     this.flushConsole = undefined;
@@ -195,6 +215,7 @@ class Run {
     // debugpy (in the script a debug run starts) writes its logs there: they outlive the run.
     const profile = await prepareProfile(tempRoot, config.python, { DEBUGPY_LOG_DIR: path.join(config.artifacts, 'debugpy-logs') });
     this.userDataDir = profile.userDataDir;
+    this.profile = profile;
 
     await this.step('install the extension into code-server', async () => {
       await installExtension(this.tracker, { codeServer: config.codeServer, vsix: config.vsix, profile, cwd: tempRoot, logFile: codeServerLog });
@@ -203,6 +224,30 @@ class Run {
         throw new Error(`the extension is not in ${profile.extensionsDir} after --install-extension (found: ${installed.join(', ')})`);
       }
     }, { screenshot: false });
+
+    // Before code-server starts: the language server finds the kernel's trace already there.
+    const executed = await this.step(`execute ${NOTEBOOK} with a real Jupyter kernel (%load_ext shapelens)`, async () => {
+      await cp(path.join(NOTEBOOK_FIXTURES, NOTEBOOK), path.join(workspace, NOTEBOOK));
+      const logFile = path.join(config.artifacts, 'run-notebook.log');
+      const code = await this.tracker.run(
+        'run_notebook.py',
+        config.python,
+        [path.join(NOTEBOOK_FIXTURES, 'run_notebook.py'), path.join(workspace, NOTEBOOK)],
+        { env: profile.env, cwd: workspace, logFile, timeoutMs: 120_000 },
+      );
+      if (code !== 0) throw new Error(`run_notebook.py exited with ${code} (log: ${path.relative(repoRoot, logFile)})`);
+      const traceDir = path.join(workspace, '.shapelens');
+      const files = (await readdir(traceDir)).filter((name) => /^kernel-.*\.json$/.test(name));
+      if (files.length !== 1) throw new Error(`${traceDir} holds ${files.length} kernel traces (${files.join(', ')}), not one`);
+      /** @type {{ cells?: { file: string, source: string }[], lines?: unknown[] }} */
+      const trace = JSON.parse(await readFile(path.join(traceDir, files[0]), 'utf8'));
+      await cp(traceDir, path.join(config.artifacts, 'notebook-trace'), { recursive: true });
+      if (!trace.cells?.some((cell) => cell.source.includes(NOTEBOOK_X_LINE))) {
+        throw new Error(`the kernel's trace ${files[0]} has no cell with \`${NOTEBOOK_X_LINE}\``);
+      }
+      return { trace: files[0], cells: trace.cells.length, lines: trace.lines?.length };
+    }, { screenshot: false });
+    log(`  ${JSON.stringify(executed)}`);
 
     const server = await this.step('start code-server', () =>
       startCodeServer(this.tracker, {
@@ -268,6 +313,130 @@ class Run {
     await this.checkDebugFile(page);
     await this.checkRunWithoutDebugging(page);
     await this.checkShapesOnly(page);
+    await this.checkNotebook(page);
+  }
+
+  /**
+   * The notebook a real kernel ran with `%load_ext shapelens`, in VS Code's built-in notebook
+   * editor (no Jupyter extension): each cell's lines carry their own shapes, read from the
+   * kernel's trace; "Trace this Notebook's Kernel" without the Jupyter extension says what to
+   * run by hand.
+   * @param {import('playwright-core').Page} page
+   */
+  async checkNotebook(page) {
+    const { config } = this;
+    await this.step(`open ${NOTEBOOK} in the notebook editor`, async () => {
+      // The debug steps left the panel open: hidden, the notebook shows all its cells at once.
+      if (await page.locator('.part.panel').isVisible()) await runCommand(page, 'View: Hide Panel', 10_000);
+      await page.keyboard.press('F1');
+      await page.locator('.quick-input-widget input').waitFor({ state: 'visible', timeout: 10_000 });
+      await page.keyboard.press('Backspace');
+      await page.keyboard.type(NOTEBOOK);
+      const row = page.locator('.quick-input-list .monaco-list-row', { hasText: NOTEBOOK }).first();
+      await row.waitFor({ state: 'visible', timeout: 20_000 });
+      await row.click();
+      await page.locator(`.part.editor .tab[data-resource-name="${NOTEBOOK}"]`).first().waitFor({ state: 'visible', timeout: 30_000 });
+      return waitForCells(page, (cells) => cells.some((cell) => lineOf(cell.lines, NOTEBOOK_X_LINE)), {
+        timeout: 30_000,
+        what: `a cell editor with \`${NOTEBOOK_X_LINE}\``,
+      });
+    });
+
+    /** @param {import('./lib/workbench.mjs').NotebookCell[]} cells @param {string} code */
+    const cellLine = (cells, code) => {
+      const cell = cells.find((c) => lineOf(c.lines, code));
+      return cell ? { cell: cells.indexOf(cell) + 1, line: /** @type {import('./lib/workbench.mjs').EditorLine} */ (lineOf(cell.lines, code)) } : undefined;
+    };
+    const seen = await this.step('see each cell\'s shapes on its own lines', () =>
+      waitForCells(
+        page,
+        (cells) => {
+          const x = cellLine(cells, NOTEBOOK_X_LINE);
+          const imported = cellLine(cells, NOTEBOOK_IMPORT_LINE);
+          const out = cellLine(cells, NOTEBOOK_OUT_LINE);
+          const y = cellLine(cells, NOTEBOOK_Y_LINE);
+          const row = cellLine(cells, NOTEBOOK_ROW_LINE);
+          const loop = cellLine(cells, NOTEBOOK_LOOP_LINE);
+          const xHint = x?.line.decorations.find((d) => d.includes('(4,3)'));
+          const outHint = out?.line.decorations.find((d) => d.includes('(4,5)'));
+          const yHint = y?.line.decorations.find((d) => d.includes('(4,5)'));
+          const rowHint = row?.line.decorations.find((d) => d.includes('(5,)'));
+          const loopHint = loop?.line.decorations.find((d) => d.includes('×3'));
+          // On the right lines only: `import torch` (same cell as x) binds no tensor; x's hint
+          // is not w's.
+          const quiet = imported?.line.decorations.length === 0 && !xHint?.includes('(3,5)');
+          return x && out && y && row && xHint && outHint && yHint && rowHint && loopHint && quiet && x.cell !== out.cell && out.cell !== y.cell
+            ? { x: [x.cell, x.line.number, xHint], out: [out.cell, out.line.number, outHint], y: [y.cell, y.line.number, yHint], row: [row.cell, row.line.number, rowHint], loop: loopHint }
+            : null;
+        },
+        {
+          timeout: 60_000,
+          what:
+            `decorations "(4,3)" on \`${NOTEBOOK_X_LINE}\` (none on \`${NOTEBOOK_IMPORT_LINE}\`), "(4,5)" on \`${NOTEBOOK_OUT_LINE}\` ` +
+            `and \`${NOTEBOOK_Y_LINE}\`, "(5,)" on \`${NOTEBOOK_ROW_LINE}\` and "×3" on \`${NOTEBOOK_LOOP_LINE}\`, in three cells`,
+        },
+      ),
+    );
+    log(`  ${JSON.stringify(seen)}`);
+
+    const rerun = await this.step(`run ${RERUN_NOTEBOOK} in a second kernel while the notebook is open, and see the same cell's newer shapes`, async () => {
+      const workspace = path.join(/** @type {string} */ (this.tempRoot), 'workspace');
+      await cp(path.join(NOTEBOOK_FIXTURES, RERUN_NOTEBOOK), path.join(workspace, RERUN_NOTEBOOK));
+      const logFile = path.join(config.artifacts, 'run-notebook.log');
+      const code = await this.tracker.run(
+        'run_notebook.py (second kernel)',
+        config.python,
+        [path.join(NOTEBOOK_FIXTURES, 'run_notebook.py'), path.join(workspace, RERUN_NOTEBOOK)],
+        { env: /** @type {import('./lib/code-server.mjs').Profile} */ (this.profile).env, cwd: workspace, logFile, timeoutMs: 120_000 },
+      );
+      if (code !== 0) throw new Error(`run_notebook.py ${RERUN_NOTEBOOK} exited with ${code} (log: ${path.relative(repoRoot, logFile)})`);
+      return waitForCells(
+        page,
+        (cells) => {
+          const y = cellLine(cells, NOTEBOOK_Y_LINE)?.line.decorations.find((d) => d.includes('(7,5)'));
+          const x = cellLine(cells, NOTEBOOK_X_LINE)?.line.decorations.find((d) => d.includes('(4,3)'));
+          return y && x ? { y, x } : null;
+        },
+        { timeout: 30_000, what: `"(7,5)" on \`${NOTEBOOK_Y_LINE}\` (the newer execution of the same text), "(4,3)" still on \`${NOTEBOOK_X_LINE}\`` },
+      );
+    });
+    log(`  ${JSON.stringify(rerun)}`);
+
+    const installed = (await readdir(/** @type {import('./lib/code-server.mjs').Profile} */ (this.profile).extensionsDir)).find((name) =>
+      name.toLowerCase().startsWith('shapelens.shapelens-'),
+    );
+    const libs = path.join(/** @type {import('./lib/code-server.mjs').Profile} */ (this.profile).extensionsDir, String(installed), 'vscode-extension', 'bundled', 'libs');
+    const message = await this.step(`run "${TRACE_KERNEL_TITLE}" without the Jupyter extension and see how to do it by hand`, async () => {
+      // The notebook has the focus, as a user's would: the cursor in x's cell.
+      await page.locator('.notebookOverlay .view-line', { hasText: NOTEBOOK_X_LINE }).first().click();
+      await runCommand(page, TRACE_KERNEL_TITLE, 20_000);
+      return waitForNotification(
+        page,
+        ['no Jupyter extension', `import sys; sys.path.append(${JSON.stringify(libs)})`, '%load_ext shapelens'],
+        20_000,
+      );
+    });
+    log(`  ${JSON.stringify(message)}`);
+
+    // The notification's button puts those lines into the notebook; the other cells keep their
+    // shapes (the server places the trace on cells by their text, not their index).
+    const inserted = await this.step('click "Insert as First Cell" and see the lines in a new first cell, the shapes kept', async () => {
+      const toast = page.locator('.notifications-toasts .notification-toast', { hasText: 'no Jupyter extension' }).first();
+      await toast.hover(); // its buttons stay while the mouse is on it
+      await toast.locator('.monaco-button', { hasText: 'Insert as First Cell' }).click();
+      const [pathLine, loadLine] = [`import sys; sys.path.append(${JSON.stringify(libs)})`, '%load_ext shapelens'];
+      return waitForCells(
+        page,
+        (cells) => {
+          const first = cells[0]?.lines.map((line) => line.text.trim());
+          const x = cellLine(cells, NOTEBOOK_X_LINE)?.line.decorations.find((d) => d.includes('(4,3)'));
+          return first?.[0] === pathLine && first?.[1] === loadLine && x ? { first, x } : null;
+        },
+        { timeout: 20_000, what: `a first cell \`${pathLine}\` / \`${loadLine}\`, and "(4,3)" still on \`${NOTEBOOK_X_LINE}\`` },
+      );
+    });
+    log(`  ${JSON.stringify(inserted)}`);
+    await writeFile(path.join(config.artifacts, 'notebook-cells.txt'), `${formatCells(await page.evaluate(() => globalThis.__shapelensE2E.notebookCells()))}\n`);
   }
 
   /**

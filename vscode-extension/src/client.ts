@@ -9,6 +9,7 @@ import {
 } from "vscode-languageclient/node";
 import { DecorationController } from "./decorations";
 import { TraceUpdate } from "./hints";
+import { CELL_SCHEME, DOCUMENT_SELECTOR, KERNEL_TRACE_GLOB } from "./notebook";
 import { Settings, serverSettings } from "./settings";
 
 export const TRACE_UPDATED = "shapelens/traceUpdated";
@@ -30,6 +31,7 @@ export interface ClientConfig {
 
 export class ShapeLensClient implements vscode.Disposable {
   private client: LanguageClient | undefined;
+  private kernelTraces: vscode.FileSystemWatcher | undefined;
   private lastTraced: string | undefined; // the URI of the latest traceUpdated
   private readonly resultsChanged = new vscode.EventEmitter<string | undefined>();
   /** Fires when a run ended or a trace was loaded, with a URI of a file it ran; undefined when
@@ -48,8 +50,14 @@ export class ShapeLensClient implements vscode.Disposable {
   async start(): Promise<void> {
     const { settings, interpreter } = this.config();
     const serverOptions: ServerOptions = { command: interpreter, args: [this.launcher] };
+    // The server polls the folders where notebook kernels write their traces; a change VS Code
+    // sees (under a workspace folder) is also sent at once, so the cells update without the wait.
+    this.kernelTraces?.dispose();
+    this.kernelTraces = vscode.workspace.createFileSystemWatcher(KERNEL_TRACE_GLOB);
     const clientOptions: LanguageClientOptions = {
-      documentSelector: [{ scheme: "file", language: "python" }],
+      // Python files, and the Python cells of notebooks (the server places a kernel's trace on them).
+      documentSelector: [...DOCUMENT_SELECTOR],
+      synchronize: { fileEvents: this.kernelTraces },
       outputChannel: this.output,
       initializationOptions: serverSettings(settings, interpreter),
       middleware: {
@@ -59,6 +67,10 @@ export class ShapeLensClient implements vscode.Disposable {
         // Route the server's code lenses through our commands, which show progress with Cancel.
         provideCodeLenses: async (document, token, next) => {
           const lenses = (await next(document, token)) ?? [];
+          if (document.uri.scheme === CELL_SCHEME) {
+            // A cell is not a file to run: its kernel traces it ("Trace this Notebook's Kernel").
+            return lenses.filter((lens) => !lens.command || !RUN_COMMANDS.has(lens.command.command));
+          }
           for (const lens of lenses) {
             const argument = lens.command?.arguments?.[0] as { function?: string } | undefined;
             if (lens.command?.command === "shapelens.run") {
@@ -95,6 +107,8 @@ export class ShapeLensClient implements vscode.Disposable {
   async stop(): Promise<void> {
     const client = this.client;
     this.client = undefined;
+    this.kernelTraces?.dispose();
+    this.kernelTraces = undefined;
     if (client) {
       await client.stop();
     }

@@ -5,6 +5,7 @@ import { ShapeLensClient } from "./client";
 import { DecorationController } from "./decorations";
 import { configurationFor, LaunchRun, RUNNABLE_TYPES } from "./launchConfig";
 import { launchConfigurations, moduleFile, readLaunch } from "./launches";
+import { CELL_SCHEME } from "./notebook";
 import { Settings } from "./settings";
 import { RunStatusBar, RunSummary } from "./statusBar";
 
@@ -154,6 +155,12 @@ async function run(deps: CommandDeps, uri?: vscode.Uri, options: RunOptions = {}
     return undefined;
   }
   const target = uri ?? vscode.window.activeTextEditor?.document.uri;
+  if (target?.scheme === CELL_SCHEME) {
+    void vscode.window.showWarningMessage(
+      "ShapeLens: a notebook's cells are traced in its kernel: run \"ShapeLens: Trace this Notebook's Kernel\", then the cells.",
+    );
+    return undefined;
+  }
   if (!target || target.scheme !== "file") {
     void vscode.window.showWarningMessage("ShapeLens: open a Python file on disk to run it.");
     return undefined;

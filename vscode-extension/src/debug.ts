@@ -76,6 +76,11 @@ export class DebugIntegration implements vscode.Disposable {
     if (!target) {
       return false;
     }
+    if (target.scheme !== "file") {
+      // A notebook cell's fsPath is its notebook's: never run an .ipynb as a script.
+      void vscode.window.showWarningMessage("ShapeLens: open a Python file on disk to debug it.");
+      return false;
+    }
     const document = await vscode.workspace.openTextDocument(target);
     if (document.isDirty) {
       await document.save();

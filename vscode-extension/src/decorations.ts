@@ -8,6 +8,19 @@ const COLORS: Record<HintTone, string> = {
   error: "shapelens.errorForeground",
 };
 
+/**
+ * A URI string as `vscode.Uri.toString()` writes it, the form editors' documents are compared in.
+ * The server may spell one differently: a notebook cell's fragment unescaped (`#W0sZmlsZQ==`
+ * for `#W0sZmlsZQ%3D%3D`), a drive letter's colon escaped or not.
+ */
+function canonical(uri: string): string {
+  try {
+    return vscode.Uri.parse(uri, true).toString();
+  } catch {
+    return uri;
+  }
+}
+
 export class DecorationController implements vscode.Disposable {
   private types = new Map<HintTone, vscode.TextEditorDecorationType>();
   private hints = new Map<string, Hint[]>(); // by document URI
@@ -35,13 +48,14 @@ export class DecorationController implements vscode.Disposable {
   }
 
   apply(update: TraceUpdate): void {
-    const document = vscode.workspace.textDocuments.find((d) => d.uri.toString() === update.uri);
+    const uri = canonical(update.uri);
+    const document = vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri);
     if (document && update.version !== null && document.version !== update.version) {
       return; // stale: the server will send the update for the current version
     }
-    this.hints.set(update.uri, buildHints(update.lines, this.maxLength));
-    this.render(update.uri);
-    this.applied.fire(update.uri);
+    this.hints.set(uri, buildHints(update.lines, this.maxLength));
+    this.render(uri);
+    this.applied.fire(uri);
   }
 
   clear(): void {
@@ -50,13 +64,13 @@ export class DecorationController implements vscode.Disposable {
   }
 
   hintsFor(uri: string): readonly Hint[] {
-    return this.hints.get(uri) ?? [];
+    return this.hints.get(canonical(uri)) ?? [];
   }
 
   /** While a debugger is paused, its inline values own these lines: one text per line. */
   hideLines(uri: string, lines: ReadonlySet<number>): void {
-    this.hidden.set(uri, new Set(lines));
-    this.render(uri);
+    this.hidden.set(canonical(uri), new Set(lines));
+    this.render(canonical(uri));
   }
 
   /** The debugger resumed or stopped: every hint shows again. */

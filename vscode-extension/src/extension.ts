@@ -5,6 +5,7 @@ import { registerCommands } from "./commands";
 import { DebugIntegration } from "./debug";
 import { DecorationController } from "./decorations";
 import { ModuleView } from "./moduleView";
+import { registerNotebookCommands } from "./notebookKernel";
 import { resolveInterpreter } from "./python";
 import { readSettings, Settings } from "./settings";
 import { RunStatusBar } from "./statusBar";
@@ -49,6 +50,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     status,
     client,
     ...registerCommands({ client, decorations, status, output, settings: () => settings }),
+    // The libraries launch_server.py puts on sys.path: a kernel without shapelens gets them too.
+    ...registerNotebookCommands(context.asAbsolutePath("vscode-extension/bundled/libs"), output),
     vscode.workspace.onDidChangeConfiguration(async (event) => {
       if (!event.affectsConfiguration("shapelens")) {
         return;

@@ -13,6 +13,7 @@ export interface Settings {
   extraArgs: string[];
   extraEnv: Record<string, string>;
   timeout: number | null;
+  traceDir: string; // one more folder where notebook kernels write their traces ("": none)
   findings: { broadcast: boolean; mismatch: boolean; nonfinite: boolean; warnings: boolean; nonfiniteOnGpu: boolean };
 }
 
@@ -26,6 +27,7 @@ export const DEFAULTS: Settings = {
   extraArgs: [],
   extraEnv: {},
   timeout: null,
+  traceDir: "",
   findings: { broadcast: true, mismatch: true, nonfinite: true, warnings: true, nonfiniteOnGpu: false },
 };
 
@@ -56,6 +58,7 @@ export function readSettings(get: Getter): { settings: Settings; problems: strin
     extraEnv: pick("extraEnv", DEFAULTS.extraEnv, (v): v is Record<string, string> =>
       typeof v === "object" && v !== null && !Array.isArray(v) && Object.values(v).every((a) => typeof a === "string")),
     timeout: pick("timeout", DEFAULTS.timeout, (v): v is number | null => v === null || (typeof v === "number" && v > 0)),
+    traceDir: pick("traceDir", DEFAULTS.traceDir, (v): v is string => typeof v === "string"),
     findings: {
       broadcast: pick("findings.broadcast", true, isBool),
       mismatch: pick("findings.mismatch", true, isBool),
@@ -85,6 +88,7 @@ export function serverSettings(settings: Settings, interpreter: string): { shape
       hintFormat: settings.hintFormat,
       coverage: settings.coverage,
       scalarsOnGpu: settings.scalarsOnGpu,
+      traceDir: settings.traceDir.trim() || null,
     },
   };
 }

@@ -11,7 +11,7 @@ export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)
 /**
  * @typedef {object} Config
  * @property {string} vsix the built extension
- * @property {string} python an interpreter with torch (the extension bundles the server's libraries)
+ * @property {string} python an interpreter with torch, ipykernel and nbclient (the extension bundles the server's libraries)
  * @property {string} codeServer the code-server launcher
  * @property {string} chromium Debian's chromium
  * @property {string} toolsDir where playwright-core is installed (scripts/install-chromium.sh)
@@ -55,8 +55,12 @@ export function loadConfig(env) {
   }
   if (!isExecutable(config.python)) {
     problems.push(`no Python interpreter at ${config.python} (run \`make install\`, or set SHAPELENS_PYTHON)`);
-  } else if (!hasTorch(config.python)) {
-    problems.push(`${config.python} cannot import torch (run \`make install\`, or set SHAPELENS_PYTHON)`);
+  } else {
+    // torch for every run; ipykernel and nbclient for the notebook a real kernel executes.
+    const missing = ['torch', 'ipykernel', 'nbclient'].filter((name) => !hasModule(config.python, name));
+    if (missing.length > 0) {
+      problems.push(`${config.python} cannot import ${missing.join(', ')} (run \`make install\`, or set SHAPELENS_PYTHON)`);
+    }
   }
   if (!isExecutable(config.codeServer)) {
     problems.push(`no code-server at ${config.codeServer} (run scripts/install-code-server.sh)`);
@@ -96,12 +100,13 @@ function which(name) {
 }
 
 /**
- * Whether the interpreter finds torch (without importing it: that takes seconds).
+ * Whether the interpreter finds a module (without importing it: torch takes seconds).
  * @param {string} python
+ * @param {string} name
  */
-function hasTorch(python) {
+function hasModule(python, name) {
   try {
-    execFileSync(python, ['-c', 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)'], {
+    execFileSync(python, ['-c', 'import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)', name], {
       stdio: 'ignore',
       timeout: 30_000,
     });

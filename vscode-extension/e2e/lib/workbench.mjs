@@ -22,6 +22,10 @@
  * The helpers {@link installPageHelpers} puts into every page, as `globalThis.__shapelensE2E`.
  * @typedef {object} PageHelpers
  * @property {() => EditorLine[]} editorLines the active editor's rendered lines
+ * @property {() => NotebookCell[]} notebookCells the rendered cell editors of the active notebook
+ *   editor, from the top (markdown cells shown as rendered markdown have no editor)
+ * @property {() => string[]} notifications the messages of the visible notifications (toasts and
+ *   the notification centre)
  * @property {(lineStart: string, word: string) => { x: number, y: number } | null} wordCenter
  *   the centre of the first `word` on the line whose code starts with `lineStart`
  * @property {() => string} hoverText the text of the visible hover widgets
@@ -31,6 +35,12 @@
  * @property {(viewTitle: string) => TreeRow[]} treeRows the rendered rows of the side bar view
  *   whose section header reads `viewTitle`
  * @property {() => ActiveTab} activeTab the active editor tab and its cursor's line
+ */
+
+/**
+ * One rendered cell editor of a notebook.
+ * @typedef {object} NotebookCell
+ * @property {EditorLine[]} lines numbered 1, 2, … from the cell's top
  */
 
 /**
@@ -104,10 +114,14 @@ export function installPageHelpers() {
     return marks;
   };
 
-  /** @type {PageHelpers['editorLines']} */
-  const editorLines = () => {
-    const editor = activeEditor();
-    if (!editor) return [];
+  /**
+   * The rendered lines of one editor, by line number. A notebook cell's editor shows no line
+   * numbers by default: there `byOrder` numbers its lines 1, 2, … from the top.
+   * @param {Element} editor
+   * @param {boolean} byOrder
+   * @returns {EditorLine[]}
+   */
+  const linesOf = (editor, byOrder) => {
     // A rendered line and its gutter number share the same `top`.
     /** @type {Map<string, number>} */
     const numberByTop = new Map();
@@ -118,7 +132,7 @@ export function installPageHelpers() {
     }
     const viewLines = /** @type {HTMLElement[]} */ ([...editor.querySelectorAll('.view-lines > .view-line')]);
     const marks = debugMarksByLine(editor, viewLines);
-    /** @type {EditorLine[]} */
+    /** @type {(EditorLine & { top: number })[]} */
     const lines = [];
     for (const line of viewLines) {
       /** @type {string[]} */
@@ -141,14 +155,43 @@ export function installPageHelpers() {
       }
       lines.push({
         number: numberByTop.get(line.style.top) ?? NaN,
+        top: parseFloat(line.style.top),
         text,
         decorations,
         inlineValues,
         debugMarks: marks.get(line) ?? [],
       });
     }
-    return lines.sort((a, b) => a.number - b.number);
+    if (byOrder) {
+      lines.sort((a, b) => a.top - b.top).forEach((line, index) => (line.number = index + 1));
+    }
+    return lines.sort((a, b) => a.number - b.number).map(({ top: _top, ...line }) => line);
   };
+
+  /** @type {PageHelpers['editorLines']} */
+  const editorLines = () => {
+    const editor = activeEditor();
+    return editor ? linesOf(editor, false) : [];
+  };
+
+  /** @type {PageHelpers['notebookCells']} */
+  const notebookCells = () => {
+    // The notebook editor is drawn in an overlay on top of the editor part, outside it in the DOM.
+    const notebook = [...document.querySelectorAll('.notebookOverlay')].find(visible);
+    if (!notebook) return [];
+    return [...notebook.querySelectorAll('.monaco-list-row .monaco-editor')]
+      .filter((editor) => !editor.parentElement?.closest('.monaco-editor') && visible(editor))
+      .map((editor) => ({ top: editor.getBoundingClientRect().top, lines: linesOf(editor, true) }))
+      .sort((a, b) => a.top - b.top)
+      .map(({ lines }) => ({ lines }));
+  };
+
+  /** @type {PageHelpers['notifications']} */
+  const notifications = () =>
+    [...document.querySelectorAll('.notifications-toasts .notification-toast, .notifications-center .notification-list-item')]
+      .filter(visible)
+      .map((element) => plain(element.querySelector('.notification-list-item-message')?.textContent).trim())
+      .filter(Boolean);
 
   /** @type {PageHelpers['wordCenter']} */
   const wordCenter = (lineStart, word) => {
@@ -218,13 +261,65 @@ export function installPageHelpers() {
   };
 
   /** @type {PageHelpers} */
-  const helpers = { editorLines, wordCenter, hoverText, problemRows, variableRows, treeRows, activeTab };
+  const helpers = { editorLines, notebookCells, notifications, wordCenter, hoverText, problemRows, variableRows, treeRows, activeTab };
   globalThis.__shapelensE2E = helpers;
 }
 
 /** @param {Page} page @returns {Promise<EditorLine[]>} */
 export function editorLines(page) {
   return page.evaluate(() => globalThis.__shapelensE2E.editorLines());
+}
+
+/**
+ * Polls the active notebook's rendered cells until `accept` returns a result, and returns it. On
+ * timeout, the error shows the cells as last seen.
+ * @template T
+ * @param {Page} page
+ * @param {(cells: NotebookCell[]) => T | null | undefined | false} accept runs in Node on each poll
+ * @param {{ timeout: number, what: string }} options
+ * @returns {Promise<T>}
+ */
+export async function waitForCells(page, accept, options) {
+  const deadline = Date.now() + options.timeout;
+  /** @type {NotebookCell[]} */
+  let cells = [];
+  for (;;) {
+    cells = await page.evaluate(
+      () => new Promise((resolve) => requestAnimationFrame(() => resolve(globalThis.__shapelensE2E.notebookCells()))),
+    );
+    const result = accept(cells);
+    if (result) return result;
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${options.timeout / 1000} s waiting for ${options.what}; the notebook showed:\n${formatCells(cells)}`);
+    }
+    await page.waitForTimeout(150); // the interval between polls, not a wait for an outcome
+  }
+}
+
+/** @param {NotebookCell[]} cells */
+export function formatCells(cells) {
+  return cells.map((cell, index) => `  cell editor ${index + 1}:\n${formatLines(cell.lines)}`).join('\n') || '  (no cell editor)';
+}
+
+/**
+ * Waits for a visible notification whose message contains every one of `substrings`; returns it.
+ * @param {Page} page
+ * @param {string[]} substrings
+ * @param {number} timeout
+ * @returns {Promise<string>}
+ */
+export async function waitForNotification(page, substrings, timeout) {
+  try {
+    const handle = await page.waitForFunction(
+      (wanted) => globalThis.__shapelensE2E.notifications().find((text) => wanted.every((s) => text.includes(s))),
+      substrings,
+      { timeout, polling: 200 },
+    );
+    return /** @type {string} */ (await handle.jsonValue());
+  } catch (error) {
+    const shown = await page.evaluate(() => globalThis.__shapelensE2E.notifications());
+    throw new Error(`no notification contains ${JSON.stringify(substrings)}; shown: ${JSON.stringify(shown)}: ${errorMessage(error)}`);
+  }
 }
 
 /**

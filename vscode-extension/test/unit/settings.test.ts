@@ -38,7 +38,7 @@ describe("readSettings", () => {
   });
 
   it("maps to the server's settings", () => {
-    const { settings } = readSettings((key) => ({ timeout: 30, "findings.mismatch": false })[key]);
+    const { settings } = readSettings((key) => ({ timeout: 30, "findings.mismatch": false, traceDir: " traces " })[key]);
     expect(serverSettings(settings, "/venv/bin/python")).toEqual({
       shapelens: {
         interpreter: "/venv/bin/python",
@@ -50,8 +50,10 @@ describe("readSettings", () => {
         hintFormat: "compact",
         coverage: false,
         scalarsOnGpu: false,
+        traceDir: "traces",
       },
     });
+    expect(serverSettings(readSettings(() => undefined).settings, "python3").shapelens.traceDir).toBeNull();
   });
 });
 
