@@ -1,0 +1,138 @@
+"""Where the 3.11 MLP's tracing time goes: the same training steps, in one process,
+alternating, untraced; under a ``sys.settrace`` function that does nothing (CPython's own
+price for tracing: every call of torch's Python code is a call event); under ShapeLens's
+tracer without and with the module tree.
+
+Usage: python bench/trace_floor.py [--rounds N] [--steps N] [--out FILE]
+(3.11: the sys.settrace backend; on 3.12+ the tracer rows use sys.monitoring).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import torch
+from report import emit  # bench/ is on sys.path: these scripts run as files
+
+from shapelens.engine.findings import FindingsConfig
+from shapelens.engine.frame_events import FrameEvents
+from shapelens.engine.module_tree import ModuleTree
+from shapelens.engine.monitoring import MonitoringTracer
+from shapelens.engine.recorder import Recorder
+from shapelens.engine.scope import ScopeConfig, UserCodeScope
+from shapelens.engine.source_map import SourceMaps
+from shapelens.engine.tracer import Tracer
+
+TRAINING = textwrap.dedent(
+    """
+    def train(model, x, y, optimizer, loss_fn, steps):
+        for _ in range(steps):
+            optimizer.zero_grad()
+            pred = model(x)
+            loss = loss_fn(pred, y)
+            loss.backward()
+            optimizer.step()
+        return loss
+    """
+)
+
+
+def _nothing(frame: FrameType, event: str, arg: Any) -> None:
+    return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rounds", type=int, default=12)
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--out", type=Path)
+    options = parser.parse_args()
+    folder = tempfile.mkdtemp(prefix="shapelens-floor-")
+    script = Path(folder) / "training.py"
+    script.write_text(TRAINING)  # user code: a file under the scope's root
+    namespace: dict[str, Any] = {}
+    exec(compile(TRAINING, str(script), "exec"), namespace)
+    train: Callable[..., Any] = namespace["train"]
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(32, 64),
+        torch.nn.ReLU(),
+        torch.nn.Linear(64, 64),
+        torch.nn.ReLU(),
+        torch.nn.Linear(64, 4),
+    )
+    x, y = torch.randn(32, 32), torch.randn(32, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = torch.nn.MSELoss()
+    scope = UserCodeScope(ScopeConfig(root=folder))
+    backend = "sys.monitoring" if hasattr(sys, "monitoring") else "sys.settrace"
+
+    def steps() -> float:
+        start = time.process_time()
+        train(model, x, y, optimizer, loss_fn, options.steps)
+        return time.process_time() - start
+
+    def under_tracer(with_tree: bool) -> float:
+        sources = SourceMaps()
+        events = FrameEvents(
+            scope=scope, recorder=Recorder(), findings=FindingsConfig(), sources=sources
+        )
+        engine: Tracer | MonitoringTracer = (
+            MonitoringTracer(events) if hasattr(sys, "monitoring") else Tracer(events)
+        )
+        tree = ModuleTree(scope, sources)
+        engine.start()
+        if with_tree:
+            tree.install(engine)
+        try:
+            return steps()
+        finally:
+            engine.stop()  # the tree watched through it: nothing of it is left
+
+    def under_nothing() -> float:
+        sys.settrace(_nothing)
+        try:
+            return steps()
+        finally:
+            sys.settrace(None)
+
+    variants: dict[str, Callable[[], float]] = {
+        "untraced": steps,
+        "sys.settrace(a function that does nothing)": under_nothing,
+        f"ShapeLens tracer ({backend}), no module tree": lambda: under_tracer(False),
+        f"ShapeLens tracer ({backend}) + module tree (the default)": lambda: under_tracer(True),
+    }
+    train(model, x, y, optimizer, loss_fn, 30)  # warm-up: lazy imports, allocator
+    best = dict.fromkeys(variants, float("inf"))
+    for _ in range(options.rounds):
+        for name, run in variants.items():
+            best[name] = min(best[name], run())
+    base = best["untraced"]
+    per_step = 1000 * base / options.steps
+    rows = ["| variant | CPU s | vs untraced |", "|---|---:|---:|"]
+    rows += [f"| {name} | {value:.4f} | {value / base:.2f}× |" for name, value in best.items()]
+    emit(
+        [
+            f"Where the MLP's tracing time goes (Python {sys.version.split()[0]}): {options.steps}"
+            f" training steps ({per_step:.2f} ms each untraced), in one process, least of"
+            f" {options.rounds} alternating rounds.",
+            "",
+            *rows,
+        ],
+        options.out,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
