@@ -246,6 +246,30 @@ async def test_kernel_results_show_on_the_cells_that_ran_them(lsp: LspSession) -
     assert "**z**" in resolved.tooltip.value  # type: ignore[union-attr]
 
 
+async def test_a_module_the_cells_imported_shows_its_lines(lsp: LspSession) -> None:
+    """The kernel traced a user module a cell called into: the module's file shows them,
+    as after a script run, and loses them when the trace file goes."""
+    module, uri = lsp.write(
+        "helpers.py", "import torch\n\n\ndef grow(t):\n    big = t.repeat(2, 1)\n    return big\n"
+    )
+    lsp.open(module)
+    notebook = Notebook(lsp, CELLS)
+    trace = kernel_trace(_line(str(module), 5, "big", (8, 3)))
+    write_kernel_trace(lsp.root, trace)
+
+    async def module_hints() -> dict[int, str]:
+        return await lsp.hints(uri)
+
+    assert await until(module_hints) == {4: "big (8,3)"}
+    assert (await notebook.hints())["A"] == HINTS["A"]  # the cells as before
+    (lsp.root / ".shapelens" / "kernel-test.json").unlink()
+
+    async def module_cleared() -> bool:
+        return await lsp.hints(uri) == {}
+
+    assert await until(module_cleared)
+
+
 async def test_results_follow_cells_through_reordering_and_edits(lsp: LspSession) -> None:
     notebook = Notebook(lsp, CELLS)
     write_kernel_trace(lsp.root, kernel_trace())

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from shapelens.lsp.line_mapping import map_lines
 from shapelens.lsp.results import FileView, ResultStore
@@ -31,7 +31,8 @@ MIN_SIMILARITY = 0.5
 """Share of non-blank lines (of both texts) that must be unchanged for a cell that is not
 exactly an executed source to show that execution's results on its unchanged lines."""
 
-_EMPTY = Trace(argv=(), python="", duration_s=0.0, status="ok", exit_code=0)
+NO_RESULTS = Trace(argv=(), python="", duration_s=0.0, status="ok", exit_code=0)
+"""A trace with nothing in it: what a forgotten trace file leaves."""
 
 
 def _key(text: str) -> tuple[str, ...]:
@@ -104,7 +105,7 @@ class NotebookResults:
         if owner not in self._by_owner:
             return False
         del self._by_owner[owner]
-        self.store.update(_EMPTY, {}, owner=owner)
+        self.store.update(NO_RESULTS, {}, owner=owner)
         self._reindex()
         return True
 
@@ -191,3 +192,21 @@ class NotebookResults:
         if results is None or results.owner != execution.owner:
             return None  # another kernel session compiled a cell under the same name since
         return self.store.view(execution.cell.file, None, current)
+
+
+def outside_cells(trace: Trace) -> Trace:
+    """What a kernel trace holds for files that are not its cells: the user modules the
+    cells imported. Shown on those files as a script run's results are (owner: the trace
+    file), so a module's hints follow the kernel that last ran it."""
+    cells = {cell.file for cell in trace.cells}
+    exception = trace.exception
+    if exception is not None and (exception.file in cells or exception.file is None):
+        exception = None
+    return replace(
+        trace,
+        lines=tuple(line for line in trace.lines if line.file not in cells),
+        findings=tuple(f for f in trace.findings if f.file not in cells),
+        exception=exception,
+        modules=(),
+        cells=(),
+    )

@@ -23,9 +23,9 @@ from shapelens.lsp.kernel_traces import (
     read_kernel_trace,
     trace_dirs,
 )
-from shapelens.lsp.notebooks import NotebookResults
+from shapelens.lsp.notebooks import NO_RESULTS, NotebookResults, outside_cells
 from shapelens.lsp.results import FileView, ResultStore
-from shapelens.lsp.runs import RunManager
+from shapelens.lsp.runs import RunManager, read_lines
 from shapelens.lsp.settings import Settings, parse_settings
 from shapelens.lsp.shown import ShownFile
 from shapelens.lsp.uris import is_cell, notebook_path, path_of, uri_of
@@ -272,11 +272,15 @@ class ShapeLensServer(LanguageServer):
             changed = False
             for path in found.gone:
                 changed |= self.notebooks.drop(path)
+                self.show_results(NO_RESULTS, {}, owner=path)
             for path in found.changed:
                 trace = await asyncio.to_thread(read_kernel_trace, path)
                 if trace is None:
                     continue  # not (yet) a trace we can read: the last good one stays
                 self.notebooks.load(path, trace)
+                modules = outside_cells(trace)
+                sources = await asyncio.to_thread(_read_sources, modules.files)
+                self.show_results(modules, sources, owner=path)
                 changed = True
             if changed:
                 self.publish_cells()
@@ -333,3 +337,8 @@ class ShapeLensServer(LanguageServer):
     def supports_progress(self) -> bool:
         window = self.client_capabilities.window
         return bool(window and window.work_done_progress)
+
+
+def _read_sources(paths: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """The files' text as it is now (the kernel ran them; we only read them)."""
+    return {path: read_lines(path) for path in paths}
