@@ -18,6 +18,7 @@ from report import emit  # bench/ is on sys.path: these scripts run as files
 
 SETUP_CELL = """\
 import torch
+torch.set_num_threads(1)  # idle OpenMP workers would add CPU time that is not tracing
 torch.manual_seed(0)
 model = torch.nn.Sequential(
     torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 64), torch.nn.ReLU(),
