@@ -39,6 +39,12 @@ CELLS = {
     "loop": "for i in range(5):\n    z = double(x[: i + 1])\nh = project(x, 7)",
     "fail": "bad = x @ torch.ones(5, 2)",
     "magic": "%%shapelens\nw = torch.zeros(2, 3)\nv = w.sum(0)",
+    "pick": (
+        "def pick(t, big):\n    if big:\n        out = t * 2\n    else:\n        out = t[:1]\n"
+        "    return out"
+    ),
+    "big": "p = pick(x, True)",
+    "small": "p = pick(x, False)",
     "off": "%shapelens off",
     "untraced": "quiet = torch.ones(9)",
     "on": "%shapelens on",
@@ -112,6 +118,9 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
             kernel.run("data", "import torch\nfrom helpers import project\nx = torch.ones(6, 3)")
             kernel.run("loop")
             kernel.run("magic")
+            kernel.run("pick")
+            kernel.run("big")
+            kernel.run("small")  # runs the other branch: the first one's hint stays
             kernel.run("off")
             kernel.run("untraced")
             kernel.run("on")
@@ -156,6 +165,14 @@ def test_cells_out_of_order_and_re_executed_follow_the_latest_execution(session:
     order = [c["source"] for c in trace["cells"]]
     assert order.index(CELLS["loop"]) > order.index(edited["source"])
     assert loop["execution_count"] > edited["execution_count"]
+
+
+def test_a_later_call_that_ran_fewer_lines_keeps_the_others(session: Session) -> None:
+    trace = session.trace()
+    pick = _vars(trace, _cell(trace, CELLS["pick"])["file"])
+    assert pick[(3, "out")]["shape"] == [6, 3]  # `big` ran this branch, `small` did not
+    assert pick[(5, "out")]["shape"] == [1, 3]
+    assert pick[(6, "<return>")]["shape"] == [1, 3]  # the latest call's return
 
 
 def test_a_failing_cell_fails_as_without_shapelens_and_is_in_the_trace(session: Session) -> None:

@@ -105,7 +105,7 @@ class KernelSession:
         self.enabled = True
         self._active: ActiveCell | None = None
         self._cells: dict[str, CellSource] = {}
-        self._lines: dict[str, tuple[TracedLine, ...]] = {}
+        self._lines: dict[str, dict[int, TracedLine]] = {}
         self._findings: dict[str, tuple[Finding, ...]] = {}
         self._exception: ExceptionInfo | None = None
         self._duration = 0.0
@@ -162,12 +162,23 @@ class KernelSession:
         self.write()
 
     def _record(self, cell: CellSource, trace: Trace) -> None:
-        # The latest execution that ran in a file speaks for that file.
+        # The executed cell's own file is what this execution recorded. In other files (a
+        # cell's function, a user module) each line keeps what the latest execution that ran
+        # it saw: a later call that ran fewer of them (a compiled model, another branch)
+        # does not wipe the others.
         ran_in = {line.file for line in trace.lines} | {f.file for f in trace.findings}
         ran_in.add(cell.file)
         for file in ran_in:
-            self._lines[file] = tuple(trace.lines_of(file))
-            self._findings[file] = tuple(trace.findings_of(file))
+            lines = {line.line: line for line in trace.lines_of(file)}
+            found = trace.findings_of(file)
+            if file != cell.file:
+                kept = self._lines.get(file, {})
+                ran = set(lines)
+                lines = {**{n: line for n, line in kept.items() if n not in ran}, **lines}
+                earlier = [f for f in self._findings.get(file, ()) if f.line not in ran]
+                found = [*earlier, *found]
+            self._lines[file] = dict(sorted(lines.items()))
+            self._findings[file] = tuple(found)
         if self._exception is not None and self._exception.file in ran_in:
             self._exception = None
         if trace.exception is not None:
@@ -187,7 +198,7 @@ class KernelSession:
             status="ok" if self._exception is None else "exception",
             exit_code=0 if self._exception is None else 1,
             exception=self._exception,
-            lines=tuple(line for lines in self._lines.values() for line in lines),
+            lines=tuple(line for lines in self._lines.values() for line in lines.values()),
             findings=tuple(f for found in self._findings.values() for f in found),
             cells=tuple(self._cells.values()),
         )
