@@ -227,15 +227,7 @@ class Run {
 
     // Before code-server starts: the language server finds the kernel's trace already there.
     const executed = await this.step(`execute ${NOTEBOOK} with a real Jupyter kernel (%load_ext shapelens)`, async () => {
-      await cp(path.join(NOTEBOOK_FIXTURES, NOTEBOOK), path.join(workspace, NOTEBOOK));
-      const logFile = path.join(config.artifacts, 'run-notebook.log');
-      const code = await this.tracker.run(
-        'run_notebook.py',
-        config.python,
-        [path.join(NOTEBOOK_FIXTURES, 'run_notebook.py'), path.join(workspace, NOTEBOOK)],
-        { env: profile.env, cwd: workspace, logFile, timeoutMs: 120_000 },
-      );
-      if (code !== 0) throw new Error(`run_notebook.py exited with ${code} (log: ${path.relative(repoRoot, logFile)})`);
+      await this.executeNotebook(workspace, NOTEBOOK, profile.env);
       const traceDir = path.join(workspace, '.shapelens');
       const files = (await readdir(traceDir)).filter((name) => /^kernel-.*\.json$/.test(name));
       if (files.length !== 1) throw new Error(`${traceDir} holds ${files.length} kernel traces (${files.join(', ')}), not one`);
@@ -317,6 +309,23 @@ class Run {
   }
 
   /**
+   * Copies a fixture notebook into the workspace and executes it with a real Jupyter kernel
+   * (`run_notebook.py`: nbclient, `%load_ext shapelens`), which writes its trace there.
+   * @param {string} workspace @param {string} notebook @param {NodeJS.ProcessEnv} env
+   */
+  async executeNotebook(workspace, notebook, env) {
+    await cp(path.join(NOTEBOOK_FIXTURES, notebook), path.join(workspace, notebook));
+    const logFile = path.join(this.config.artifacts, 'run-notebook.log');
+    const code = await this.tracker.run(
+      `run_notebook.py ${notebook}`,
+      this.config.python,
+      [path.join(NOTEBOOK_FIXTURES, 'run_notebook.py'), path.join(workspace, notebook)],
+      { env, cwd: workspace, logFile, timeoutMs: 120_000 },
+    );
+    if (code !== 0) throw new Error(`run_notebook.py ${notebook} exited with ${code} (log: ${path.relative(repoRoot, logFile)})`);
+  }
+
+  /**
    * The notebook a real kernel ran with `%load_ext shapelens`, in VS Code's built-in notebook
    * editor (no Jupyter extension): each cell's lines carry their own shapes, read from the
    * kernel's trace; "Trace this Notebook's Kernel" without the Jupyter extension says what to
@@ -381,15 +390,7 @@ class Run {
 
     const rerun = await this.step(`run ${RERUN_NOTEBOOK} in a second kernel while the notebook is open, and see the same cell's newer shapes`, async () => {
       const workspace = path.join(/** @type {string} */ (this.tempRoot), 'workspace');
-      await cp(path.join(NOTEBOOK_FIXTURES, RERUN_NOTEBOOK), path.join(workspace, RERUN_NOTEBOOK));
-      const logFile = path.join(config.artifacts, 'run-notebook.log');
-      const code = await this.tracker.run(
-        'run_notebook.py (second kernel)',
-        config.python,
-        [path.join(NOTEBOOK_FIXTURES, 'run_notebook.py'), path.join(workspace, RERUN_NOTEBOOK)],
-        { env: /** @type {import('./lib/code-server.mjs').Profile} */ (this.profile).env, cwd: workspace, logFile, timeoutMs: 120_000 },
-      );
-      if (code !== 0) throw new Error(`run_notebook.py ${RERUN_NOTEBOOK} exited with ${code} (log: ${path.relative(repoRoot, logFile)})`);
+      await this.executeNotebook(workspace, RERUN_NOTEBOOK, /** @type {import('./lib/code-server.mjs').Profile} */ (this.profile).env);
       return waitForCells(
         page,
         (cells) => {
