@@ -264,3 +264,22 @@ def test_terminal_ipython_shows_the_listing_as_plain_text(tmp_path: Path) -> Non
     (path,) = sorted((tmp_path / ".shapelens").glob("kernel-*.json"))
     cells = json.loads(path.read_text())["cells"]
     assert [c["file"].startswith("<ipython-input-") for c in cells] == [True, True, True]
+
+
+def test_a_trace_folder_that_cannot_be_written_never_fails_a_cell(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from shapelens.notebook.session import KernelSession
+
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the trace folder should be")
+    session = KernelSession(cwd=str(tmp_path), cell_files=["<cell-*"], trace_dir=str(blocked))
+    code = compile("y = [1, 2, 3]\n", "<cell-1>", "exec")
+    for _ in range(2):
+        session.begin()
+        exec(code, {})
+        run = session.end(file="<cell-1>", source="y = [1, 2, 3]\n", execution_count=1, error=None)
+        assert run is not None and run.trace.status == "ok"
+    warned = capsys.readouterr().err
+    assert warned.count("ShapeLens: cannot write") == 1 and "SHAPELENS_TRACE_DIR" in warned
+    assert session.cells_traced == 2

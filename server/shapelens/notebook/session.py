@@ -112,6 +112,7 @@ class KernelSession:
         self._born: list[VarStats] = []
         """Values earlier cells bound that are still alive: their birth lines, for findings."""
         self.cells_traced = 0
+        self._write_failed = False
 
     @property
     def tracing(self) -> bool:
@@ -204,7 +205,18 @@ class KernelSession:
         )
 
     def write(self) -> None:
-        write_trace(self.snapshot(), self.trace_path)
+        """Rewrite the trace file; a folder we cannot write to is said once, on stderr, and
+        never fails the user's cell."""
+        try:
+            write_trace(self.snapshot(), self.trace_path)
+        except OSError as err:
+            if not self._write_failed:
+                self._write_failed = True
+                print(
+                    f"ShapeLens: cannot write {self.trace_path} ({err.strerror or err});"
+                    f" set {TRACE_DIR_VARIABLE} to a folder you can write to",
+                    file=sys.stderr,
+                )
 
 
 def _describe(error: BaseException, scope: UserCodeScope) -> ExceptionInfo:
