@@ -93,7 +93,7 @@ def main() -> int:
         tree = ModuleTree(scope, sources)
         engine.start()
         if with_tree:
-            tree.install(engine)
+            tree.install(engine, events)
         try:
             return steps()
         finally:

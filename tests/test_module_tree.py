@@ -206,3 +206,127 @@ async def test_the_language_server_returns_the_tree_and_lenses(lsp) -> None:  # 
         types.ExecuteCommandParams(command="shapelens.modules", arguments=[{}])
     )
     assert bad["status"] == "error"
+
+
+LONG_MODEL = """
+import torch.nn as nn
+
+
+class Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x):
+        return x + self.proj(self.norm(x))
+
+
+class Net(nn.Module):
+    def __init__(self, width=16, depth=3):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(width) for _ in range(depth)])
+        self.head = nn.Sequential(nn.Linear(width, 8), nn.ReLU(), nn.Linear(8, 1))
+        self.probe = nn.Linear(width, 2)  # only called once training is over
+
+    def forward(self, x, deep=True):
+        for block in self.blocks if deep else self.blocks[:1]:
+            x = block(x)
+        return self.head(x)
+"""
+
+LONG_TRAINING = """
+import torch
+from model import Net
+
+
+def batches(data, target, size, longer_at=-1):
+    for start in range(0, len(data), size):  # 1003 rows: the last batch has 3
+        stop = start + size + (12 if start == longer_at else 0)
+        yield start, data[start:stop], target[start:stop]
+
+
+torch.manual_seed(0)
+net = Net()
+opt = torch.optim.SGD(net.parameters(), lr=0.01)
+loss_fn = torch.nn.MSELoss()
+data, target = torch.randn(1003, 16), torch.randn(1003, 1)
+for epoch in range(6):
+    for start, x, y in batches(data, target, 8, longer_at=400 if epoch == 4 else -1):
+        pred = net(x, deep=start % 24 != 0)  # every third batch runs one block only
+        loss = loss_fn(pred, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+with torch.no_grad():
+    wide = torch.randn(2, 16)
+    out = net(wide)  # a batch size never seen in training
+    probed = net.probe(wide)
+"""
+
+
+@pytest.mark.parametrize("backend", ["settrace", "monitoring"])
+def test_a_long_run_keeps_every_shape_and_counts_its_calls(  # type: ignore[no-untyped-def]
+    script, tmp_path: Path, backend: str
+) -> None:
+    """Under sys.monitoring the tree stops watching while nothing changes: every shape is
+    still seen (one 20-row batch late in training, which no user line reads: the call of the
+    model wakes the tree; the 2-row batch after training), and the calls of the quiet spells
+    are estimated from the loop that calls the model, to within 1%; sys.settrace counts
+    every call."""
+    pytest.importorskip("torch")
+    if backend == "monitoring" and not hasattr(sys, "monitoring"):
+        pytest.skip("sys.monitoring needs Python 3.12+")
+    script(LONG_MODEL, "model.py")
+    script(LONG_TRAINING)
+    run = run_cli("--backend", backend, "--modules", "main.py", cwd=tmp_path, timeout=240)
+    assert run.returncode == 0, run.stderr
+    assert run.trace is not None
+    jsonschema.validate(run.trace, json.loads(SCHEMA_PATH.read_text()))
+    modules = {m["path"] or m["class"]: m for m in run.trace["modules"]}
+    steps = 6 * 126  # batches of 8 over 1003 rows, six epochs
+    deep_steps = steps - 6 * 42  # starts that are multiples of 24 run one block
+    expected = {
+        "Net": steps + 1,
+        "blocks.0": steps + 1,
+        "blocks.0.proj": steps + 1,
+        "blocks.1": deep_steps + 1,
+        "blocks.2.norm": deep_steps + 1,
+        "head": steps + 1,
+        "head.1": steps + 1,
+        "MSELoss": steps,
+        "probe": 1,
+    }
+    calls = {path: modules[path]["calls"] for path in expected}
+    if backend == "settrace":
+        assert calls == expected
+        assert not any(m.get("calls_sampled") for m in modules.values())
+    else:
+        assert modules["Net"]["calls_sampled"] and modules["blocks.1"]["calls_sampled"]
+        for path, count in expected.items():
+            assert abs(calls[path] - count) <= max(2, count // 100), (path, calls[path], count)
+        assert "calls_sampled" not in modules["probe"]  # called once, while watched
+        assert "×757+" in run.stderr  # the table says the count is an estimate
+    # Every shape: the 20 rows in training inside the model, the 2 rows after training.
+    for path in ("Net", "blocks.0", "blocks.1.norm", "blocks.2.proj", "head.0"):
+        assert modules[path]["inputs"][0]["dim_ranges"] == [[2, 20], [16, 16]], path
+    assert modules["MSELoss"]["inputs"][0]["dim_ranges"] == [[3, 20], [1, 1]]
+    assert modules["probe"]["inputs"][0]["shape"] == [2, 16]
+
+
+def test_a_slot_tells_what_is_new() -> None:
+    """A batch size inside the ranges seen is nothing new; a wider one, another number of
+    dims, dtype or device is (the tree watches every call again after it)."""
+    torch = pytest.importorskip("torch")
+    from shapelens.engine.module_tree import TensorSlot
+
+    slot = TensorSlot()
+    assert slot.would_be_new(torch.ones(8, 4)) and slot.observe(torch.ones(8, 4))
+    assert not slot.observe(torch.ones(8, 4))
+    assert slot.observe(torch.ones(3, 4))  # below the range
+    assert not slot.would_be_new(torch.ones(5, 4)) and not slot.observe(torch.ones(5, 4))
+    assert slot.would_be_new(torch.ones(9, 4)) and slot.observe(torch.ones(9, 4))
+    assert slot.would_be_new(torch.ones(5, 4, dtype=torch.float64))
+    assert slot.observe(torch.ones(5, 4, dtype=torch.float64))
+    assert slot.would_be_new(torch.ones(5, 4, 1)) and slot.observe(torch.ones(5, 4, 1))
+    assert slot.to_json()["dim_ranges"] is None  # the number of dims varied

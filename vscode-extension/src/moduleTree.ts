@@ -20,6 +20,7 @@ export interface ModuleEntry {
   params: number;
   trainable_params: number;
   calls: number;
+  calls_sampled?: boolean; // calls partly estimated (the tree stopped watching while nothing changed)
   inputs: Slot[];
   outputs: Slot[];
   declared: SourceLocation | null;
@@ -119,7 +120,7 @@ export function moduleRow(node: ModuleNode): ModuleRow {
     description: details.filter(Boolean).join(" · "),
     tooltip: [
       `${entry.path || "(root)"}: ${entry.class}${rank !== undefined ? ` on rank ${rank}` : ""}`,
-      `${entry.params} params (${entry.trainable_params} trainable); forward ran ${entry.calls === 1 ? "once" : `${entry.calls} times`}`,
+      `${entry.params} params (${entry.trainable_params} trainable); ${callsText(entry)}`,
       entry.declared ? `declared at ${entry.declared.file}:${entry.declared.line}` : "",
       entry.forward ? `forward at ${entry.forward.file}:${entry.forward.line}` : "",
     ]
@@ -127,6 +128,17 @@ export function moduleRow(node: ModuleNode): ModuleRow {
       .join("\n"),
     contextValue: ["module", entry.declared ? "declared" : "", entry.forward ? "forward" : ""].filter(Boolean).join(" "),
   };
+}
+
+/** How often forward ran; an estimate says so and how it was made. */
+export function callsText(entry: ModuleEntry): string {
+  if (entry.calls_sampled) {
+    return (
+      `forward ran about ${entry.calls} times (estimated: once its shapes had stayed the same, ` +
+      "its calls were counted from how often the user code that calls it ran)"
+    );
+  }
+  return `forward ran ${entry.calls === 1 ? "once" : `${entry.calls} times`}`;
 }
 
 function rankOf(entry: ModuleEntry): number | undefined {

@@ -96,6 +96,7 @@ class FrameEvents:
         self._capturing: FrameType | None = None
         """The frame whose finished statement is being recorded (for the nonfinite check)."""
         self._watched: dict[int, tuple[CodeInfo, int, dict[str, int]]] = {}
+        self._news_listeners: list[Callable[[], None]] = []
         self.statement_started = self._statement_hook()
         self.loop_iterated = self._iteration_hook()
 
@@ -275,6 +276,25 @@ class FrameEvents:
         if findings:
             self._pending_errors = [*self._pending_errors[-7:], (key, findings)]
 
+    def on_news(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` whenever a read sees something new (the module tree wakes)."""
+        self._news_listeners.append(listener)
+
+    def pace_of(self, frame: FrameType | None) -> tuple[dict[int, int], dict[int, int], int] | None:
+        """What paces a call made by ``frame``: the innermost user frame from it outwards,
+        the statement it runs, and the statement that counts that one's hits (its loop
+        header or def line; itself where nothing encloses it): that statement's file hit
+        and loop-exit tables and line. Those are exact on both backends (never switched
+        off)."""
+        codes = self.codes
+        while frame is not None:
+            info = codes.get(id(frame.f_code))
+            if info is not None:
+                statement = info.statement_of.get(frame.f_lineno, frame.f_lineno)
+                return info.hits, info.loop_exits, info.counter_of.get(statement, statement)
+            frame = frame.f_back
+        return None
+
     def switch_off(self, info: CodeInfo, statement: int, count: int, generation: int) -> bool:
         """Whether a backend that can stop a line's events (sys.monitoring) may stop those of
         ``statement`` after its ``count``-th hit; if so, its hits are estimated from then on.
@@ -342,6 +362,8 @@ class FrameEvents:
         info.stale.discard(line)
         if self._capture(frame, info, line, names, arguments):
             info.dense_until[line] = hit + DENSE_HITS
+            for listener in self._news_listeners:
+                listener()
         dense = hit < info.dense_until.get(line, DENSE_HITS)
         info.capture_at[line] = hit + 1 if dense else hit + SAMPLE_GAP
 

@@ -43,6 +43,10 @@ class MonitoringTracer:
         self._previous: dict[int, int] = {}  # id(frame) -> statement it is running
         self._watched: CodeType | None = None
         self._on_watched: Callable[[FrameType, Any], None] | None = None
+        self._watch_paused = False
+        self._rearm_listeners: list[Callable[[], None]] = []
+        self._call_check: Callable[[Any, Any], bool] | None = None
+        self._user_events = 0  # the local events of user code (set when started)
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -59,11 +63,15 @@ class MonitoringTracer:
             (events.PY_YIELD, self._on_yield),
             (events.RAISE, self._on_raise),
             (events.PY_UNWIND, self._on_unwind),
+            (events.CALL, self._on_call),
         ):
             monitoring.register_callback(tool, event, callback)
         # Exceptions are global events only; their callbacks return at once for other code.
         monitoring.set_events(tool, events.PY_START | events.RAISE | events.PY_UNWIND)
         self._tool = tool
+        self._user_events = events.LINE | events.PY_RETURN | events.PY_YIELD
+        if self._call_check is not None:
+            self._user_events |= events.CALL
         if self._watched is not None:
             self._watch(self._watched)
         self.events.start_listening()
@@ -81,16 +89,49 @@ class MonitoringTracer:
         self._enabled.clear()
         monitoring.free_tool_id(tool)
 
-    def watch_returns(self, code: CodeType, on_return: Callable[[FrameType, Any], None]) -> None:
+    def watch_returns(
+        self,
+        code: CodeType,
+        on_return: Callable[[FrameType, Any], None],
+        on_rearm: Callable[[], None],
+    ) -> None:
         """``on_return(frame, value)`` when a frame of ``code`` (library code) returns; not
-        when it ends by an exception. Only its PY_RETURN event is switched on."""
+        when it ends by an exception. Only its PY_RETURN event is switched on. ``on_rearm()``
+        when the switched-off lines are re-armed."""
         self.events.info_for(code)  # known as not ours
         self._on_watched = on_return
         self._watched = code
+        self._rearm_listeners.append(on_rearm)
         if self._tool is not None:
             self._watch(code)
 
+    def check_calls(self, check: Callable[[Any, Any], bool]) -> None:
+        """``check(callee, first_argument)`` on the CALL events of user code; a call site
+        whose check says False is disabled until the lines are re-armed."""
+        self._call_check = check
+        if self._tool is None:
+            return
+        self._user_events |= sys.monitoring.events.CALL  # type: ignore[attr-defined,unused-ignore]
+        for code in self._enabled:  # user code that started before
+            if code is not self._watched:
+                sys.monitoring.set_local_events(self._tool, code, self._user_events)  # type: ignore[attr-defined,unused-ignore]
+
+    def pause_returns(self) -> bool:
+        """Switch the watched code's PY_RETURN event off (it costs nothing then)."""
+        if self._tool is None or self._watched is None:
+            return False
+        sys.monitoring.set_local_events(self._tool, self._watched, 0)  # type: ignore[attr-defined,unused-ignore]
+        self._watch_paused = True
+        return True
+
+    def resume_returns(self) -> None:
+        self._watch_paused = False
+        if self._tool is not None and self._watched is not None:
+            self._watch(self._watched)
+
     def _watch(self, code: CodeType) -> None:
+        if self._watch_paused:
+            return
         events = sys.monitoring.events  # type: ignore[attr-defined,unused-ignore]
         sys.monitoring.set_local_events(self._tool, code, events.PY_RETURN)  # type: ignore[attr-defined,unused-ignore]
         self._enabled.add(code)
@@ -108,9 +149,7 @@ class MonitoringTracer:
         if info is None:
             return sys.monitoring.DISABLE  # type: ignore[attr-defined,unused-ignore]
         if code not in self._enabled:
-            events = sys.monitoring.events  # type: ignore[attr-defined,unused-ignore]
-            local = events.LINE | events.PY_RETURN | events.PY_YIELD
-            sys.monitoring.set_local_events(self._tool, code, local)  # type: ignore[attr-defined,unused-ignore]
+            sys.monitoring.set_local_events(self._tool, code, self._user_events)  # type: ignore[attr-defined,unused-ignore]
             self._enabled.add(code)
         frame = sys._getframe(1)
         self._previous[id(frame)] = NO_STATEMENT
@@ -134,6 +173,7 @@ class MonitoringTracer:
         switch_on = self.events.switch_on
         iterated = self.events.loop_iterated
         clock = time.monotonic
+        rearm_listeners = self._rearm_listeners
         rearm_at = [clock() + REARM_INTERVAL_S]
         generation = [0]  # how many re-arms so far
 
@@ -158,6 +198,8 @@ class MonitoringTracer:
                 rearm_at[0] = now + REARM_INTERVAL_S  # look at the switched-off lines again
                 generation[0] += 1
                 restart_events()
+                for listener in rearm_listeners:
+                    listener()
             off_since = info.switched_off.get(statement)
             if off_since is not None:
                 if off_since == generation[0]:
@@ -188,6 +230,12 @@ class MonitoringTracer:
         frame = sys._getframe(1)
         previous = self._previous.pop(id(frame), NO_STATEMENT)
         self.events.frame_returned(frame, info, previous, value, yielded=False)
+        return None
+
+    def _on_call(self, code: CodeType, offset: int, callee: Any, first: Any) -> Any:
+        check = self._call_check
+        if check is None or not check(callee, first):
+            return sys.monitoring.DISABLE  # type: ignore[attr-defined,unused-ignore]
         return None
 
     def _on_yield(self, code: CodeType, offset: int, value: Any) -> Any:

@@ -82,9 +82,15 @@ class Tracer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def watch_returns(self, code: CodeType, on_return: Callable[[FrameType, Any], None]) -> None:
+    def watch_returns(
+        self,
+        code: CodeType,
+        on_return: Callable[[FrameType, Any], None],
+        on_rearm: Callable[[], None],
+    ) -> None:
         """``on_return(frame, value)`` when a frame of ``code`` (library code) returns; not
-        when it ends by an exception. Its lines stay untraced."""
+        when it ends by an exception. Its lines stay untraced. (``on_rearm`` is never
+        called: this backend never switches lines off.)"""
         self.events.info_for(code)  # known as not ours: the call event's first lookup hits
 
         def returns_only(frame: FrameType, event: str, arg: Any) -> TraceFunction | None:
@@ -96,6 +102,17 @@ class Tracer:
 
         self._watched_tracer = returns_only
         self._watched = code
+
+    def check_calls(self, check: Callable[[Any, Any], bool]) -> None:
+        """Never: without quiet spells (below) nothing needs to know a call is coming."""
+
+    def pause_returns(self) -> bool:
+        """No: under ``sys.settrace`` a watched call's return costs little more than the
+        call event every library call gets anyway, and no timer would re-arm it."""
+        return False
+
+    def resume_returns(self) -> None:
+        pass
 
     # -- global trace functions ----------------------------------------------------------
     def _global(self, frame: FrameType, event: str, arg: Any) -> TraceFunction | None:

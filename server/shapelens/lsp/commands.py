@@ -78,6 +78,7 @@ def modules(ls: ShapeLensServer, *args: Any) -> dict[str, Any]:
     for module in ls.results.modules_of(path):
         entry = module_to_json(module)
         entry["rank"] = module.rank
+        entry["calls_sampled"] = module.calls_sampled
         entry["summary"] = module_summary(module)
         for key, slots in (("inputs", module.inputs), ("outputs", module.outputs)):
             for data, slot in zip(entry[key], slots, strict=True):

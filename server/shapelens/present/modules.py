@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from shapelens.present.markdown import hits_text
 from shapelens.present.shapes import dtype_text, ranged_shape_text, shape_text
 from shapelens.trace.model import ModuleCall, TensorSlot
 
@@ -42,19 +43,25 @@ def shapes_text(slots: Sequence[TensorSlot], limit: int = 2) -> str:
 def module_summary(module: ModuleCall) -> str:
     """``4.2k params · (4,64,64) → (4,64,65) ×22``."""
     flow = f"{shapes_text(module.inputs)} → {shapes_text(module.outputs)}"
-    return f"{count_text(module.params)} params · {flow} ×{module.calls}"
+    calls = calls_text(module.calls, module.calls_sampled)
+    return f"{count_text(module.params)} params · {flow} {calls}"
+
+
+def calls_text(calls: int, sampled: bool) -> str:
+    """``×400``, or ``×400+`` when partly estimated (as a sampled line's hits)."""
+    return hits_text(calls, sampled)
 
 
 def merged_summary(modules: Sequence[ModuleCall]) -> str:
     """One class's instances (``h.0``, ``h.1``): the first's parameters, every call, each
     shape's dims ranged over all instances."""
     first = modules[0]
-    calls = sum(m.calls for m in modules)
+    calls = calls_text(sum(m.calls for m in modules), any(m.calls_sampled for m in modules))
     inputs = _merged_slots([m.inputs for m in modules])
     outputs = _merged_slots([m.outputs for m in modules])
     flow = f"{shapes_text(inputs)} → {shapes_text(outputs)}"
     many = f" ({len(modules)} instances)" if len(modules) > 1 else ""
-    return f"{count_text(first.params)} params · {flow} ×{calls}{many}"
+    return f"{count_text(first.params)} params · {flow} {calls}{many}"
 
 
 def _merged_slots(per_module: Sequence[Sequence[TensorSlot]]) -> list[TensorSlot]:
@@ -108,7 +115,7 @@ def modules_table(modules: Sequence[ModuleCall]) -> str:
                 module.cls,
                 count_text(module.params),
                 f"{shapes_text(module.inputs)} → {shapes_text(module.outputs)}",
-                f"×{module.calls}",
+                calls_text(module.calls, module.calls_sampled),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(4)]

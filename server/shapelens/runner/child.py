@@ -274,7 +274,7 @@ class ChildRun:
             self.shape_only.install(self._on_shape_only)
         self.engine.start()
         if not self.config.keep_compile:  # dynamo would trace our reading of module calls
-            self.modules.install(self.engine)
+            self.modules.install(self.engine, self.events)
         try:
             body()
         except SystemExit as err:

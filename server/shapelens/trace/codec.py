@@ -260,6 +260,8 @@ def module_to_json(module: ModuleCall) -> dict[str, Any]:
         "declared": _location_to_json(module.declared),
         "forward": _location_to_json(module.forward),
     }
+    if module.calls_sampled:
+        out["calls_sampled"] = True
     if module.rank is not None:
         out["rank"] = module.rank
     return out
@@ -288,6 +290,7 @@ def module_from_json(data: dict[str, Any]) -> ModuleCall:
         params=int(data["params"]),
         trainable_params=int(data["trainable_params"]),
         calls=int(data["calls"]),
+        calls_sampled=bool(data.get("calls_sampled", False)),
         inputs=tuple(_slot_from_json(s) for s in data.get("inputs", ())),
         outputs=tuple(_slot_from_json(s) for s in data.get("outputs", ())),
         declared=_location_from_json(data.get("declared")),

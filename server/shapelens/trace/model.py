@@ -98,6 +98,8 @@ class ModuleCall:
     params: int
     trainable_params: int
     calls: int
+    calls_sampled: bool = False
+    """``calls`` is partly estimated: the tree stopped watching while nothing changed."""
     inputs: tuple[TensorSlot, ...] = ()
     outputs: tuple[TensorSlot, ...] = ()
     declared: SourceLocation | None = None

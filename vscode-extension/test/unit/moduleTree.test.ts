@@ -116,6 +116,15 @@ describe("rows", () => {
     );
   });
 
+  it("says when the calls are an estimate, and how they were estimated", () => {
+    const estimated = { ...attn, entry: { ...attn.entry, calls: 4800, calls_sampled: true } };
+    expect(moduleRow(estimated).tooltip.split("\n")[1]).toBe(
+      "4224 params (4224 trainable); forward ran about 4800 times (estimated: once its shapes had stayed the same, " +
+        "its calls were counted from how often the user code that calls it ran)",
+    );
+    expect(moduleRow({ ...attn, entry: { ...attn.entry, calls: 1 } }).tooltip).toContain("forward ran once");
+  });
+
   it("gives one leaf per tensor in and out, numbered when there are several", () => {
     expect(slotRows(attn).map(({ label, text }) => [label, text])).toEqual([
       ["in", "(4,64,64) f32 cpu"],
