@@ -32,6 +32,8 @@ class UntracedImports:
         self._original: Callable[..., Any] | None = None
         self._original_import_module: Callable[..., Any] = importlib.import_module
         self._paused = 0
+        self._user_packages: dict[str, bool] = {}
+        """Top-level package → whether it is user code (what ``_loads_user_code`` found)."""
 
     def install(self) -> None:
         self._original = builtins.__import__
@@ -65,7 +67,7 @@ class UntracedImports:
         level: int = 0,
     ) -> Any:
         original = self._original or _builtin_import
-        if self._original is None or self._paused or (level == 0 and name in sys.modules):
+        if self._original is None or self._paused or _loaded(name, globals, fromlist, level):
             return original(name, globals, locals, fromlist, level)
         if self._loads_user_code(name, globals, level):
             return original(name, globals, locals, fromlist, level)
@@ -88,6 +90,12 @@ class UntracedImports:
             top = package.partition(".")[0]
         else:
             top = name.partition(".")[0]
+        known = self._user_packages.get(top)
+        if known is None:
+            known = self._user_packages[top] = self._package_is_user_code(top)
+        return known
+
+    def _package_is_user_code(self, top: str) -> bool:
         module = sys.modules.get(top)
         if module is not None:
             origin = getattr(module, "__file__", None)
@@ -102,6 +110,24 @@ class UntracedImports:
         if not origin or origin in ("built-in", "frozen"):
             return False
         return self._is_user_file(origin)
+
+
+def _loaded(name: str, globals: Mapping[str, Any] | None, fromlist: Any, level: int) -> bool:
+    """Whether the import only looks up what is loaded already (torch's functions import
+    inside their bodies, ``from .optimizer import ...`` on every ``step()``): no pause."""
+    if level == 0:
+        return name in sys.modules
+    package = (globals or {}).get("__package__")
+    if not package:
+        return False
+    parts = package.rsplit(".", level - 1)
+    if len(parts) < level:
+        return False  # beyond the top-level package: the import raises, as it should
+    module = sys.modules.get(f"{parts[0]}.{name}" if name else parts[0])
+    if module is None:
+        return False
+    names = vars(module)  # not hasattr: a lazy module's __getattr__ would import, traced
+    return all(item in names for item in fromlist or ())
 
 
 _builtin_import = builtins.__import__
