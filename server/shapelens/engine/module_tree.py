@@ -44,6 +44,9 @@ QUIET_AFTER = 64
 tree stops watching (the line tracer's dense hits, :data:`frame_events.DENSE_HITS`)."""
 QUIET_AGAIN_AFTER = 16
 """The same after a wake: the modules' paces are known by then."""
+WAKE_AFTER_CHECKS = 4096
+"""A quiet tree also wakes after this many calls were checked (see :meth:`calling`), so its
+estimates keep being measured where nothing else wakes it (``sys.settrace``)."""
 WRAPPERS = {"DistributedDataParallel": "module", "DataParallel": "module",
             "OptimizedModule": "_orig_mod"}  # fmt: skip
 """Wrappers shown as the model they wrap (their attribute holding it)."""
@@ -216,6 +219,7 @@ class ModuleTree:
         how many modules were called in it, how many of them ``_quiet_after`` times."""
         self._quiet_after = QUIET_AFTER
         self._quiet = False
+        self._checks_left = WAKE_AFTER_CHECKS
 
     def install(self, backend: ReturnWatch, paces: Paces | None = None) -> None:
         """Record module calls through ``backend`` once torch is imported; with ``paces``,
@@ -250,6 +254,10 @@ class ModuleTree:
                 return
             stats = self._stats[id(module)] = ModuleStats(module)
             self._layout = None
+        if self._quiet:  # a call that began before the tree fell quiet: estimated already
+            if _observe_call(stats, args, output, self._tensor):
+                self.wake()
+            return
         if stats.spell != self._spell:
             self._first_call_since_waking(stats, frame)
         pace = stats.pace
@@ -265,20 +273,7 @@ class ModuleTree:
                 stats.estimated -= 1  # estimated already
         stats.calls += 1
         self._changed = True
-        tensor = self._tensor
-        new = False
-        try:  # this runs on every module call of the program: no generators, no kind lookups
-            new = _observe(stats.inputs, args if type(args) is tuple else (args,), tensor)
-            if isinstance(output, tensor):
-                output = (output,)
-            elif isinstance(output, dict):
-                output = output.values()  # a HuggingFace ModelOutput is a dict
-            elif not isinstance(output, (tuple, list)):
-                output = ()
-            new = _observe(stats.outputs, output, tensor) or new
-        except Exception:
-            pass  # an odd tensor subclass: the call still counts
-        if new:
+        if _observe_call(stats, args, output, self._tensor):
             self._run += 1  # another run begins
             self._members = self._settled = 0
             return
@@ -302,12 +297,13 @@ class ModuleTree:
             if not isinstance(callee, self._module):
                 return False
             self.wake()
-        elif (
-            self._quiet
-            and isinstance(first, self._tensor)
-            and (not stats.inputs or stats.inputs[0].would_be_new(first))
-        ):
-            self.wake()
+        elif self._quiet:
+            self._checks_left -= 1
+            if not self._checks_left or (
+                isinstance(first, self._tensor)
+                and (not stats.inputs or stats.inputs[0].would_be_new(first))
+            ):
+                self.wake()
         return True
 
     # -- quiet spells ----------------------------------------------------------------------
@@ -374,6 +370,7 @@ class ModuleTree:
         if not self._quiet:
             return
         self._quiet = False
+        self._checks_left = WAKE_AFTER_CHECKS
         for stats in self._stats.values():
             if stats.quiet_from is not None and stats.pace is not None:
                 stats.estimated += _estimated_since_quiet(stats)
@@ -516,6 +513,22 @@ def _hits(pace: Pace) -> int:
     """The pace's hits, less a loop header's last hit each time its loop ended (no body)."""
     hits, exits, line = pace
     return hits.get(line, 0) - exits.get(line, 0)
+
+
+def _observe_call(stats: ModuleStats, args: Any, output: Any, tensor: type) -> bool:
+    """A call's tensors into its module's slots; whether one was new. This runs on every
+    module call of the program: no generators, no kind lookups."""
+    try:
+        new = _observe(stats.inputs, args if type(args) is tuple else (args,), tensor)
+        if isinstance(output, tensor):
+            output = (output,)
+        elif isinstance(output, dict):
+            output = output.values()  # a HuggingFace ModelOutput is a dict
+        elif not isinstance(output, (tuple, list)):
+            return new
+        return _observe(stats.outputs, output, tensor) or new
+    except Exception:
+        return False  # an odd tensor subclass: the call still counts
 
 
 def _observe(slots: list[TensorSlot], items: Any, tensor: type) -> bool:

@@ -17,6 +17,7 @@ from shapelens.engine.frame_events import NO_STATEMENT, CodeInfo, FrameEvents
 from shapelens.engine.untraced_imports import UntracedImports
 
 TraceFunction = Callable[[FrameType, str, Any], Any]
+GlobalTrace = Callable[[FrameType, str, Any], TraceFunction | None]
 
 _MISSING = object()
 
@@ -32,6 +33,8 @@ class Tracer:
         self._installed: TraceFunction | None = None
         self._watched: CodeType | None = None
         self._watched_tracer: TraceFunction | None = None
+        self._watch_paused = False
+        self._call_check: Callable[[Any, Any], bool] | None = None
         self._imports = UntracedImports(
             lambda path: events.scope.user_file(path) is not None, self._pause, self._resume
         )
@@ -40,7 +43,8 @@ class Tracer:
     def start(self) -> None:
         self._previous = sys.gettrace()
         self._previous_threading = threading.gettrace()
-        installed = self._global if self._previous is None else self._chained(self._previous)
+        ours = self._global_function()
+        installed = ours if self._previous is None else self._chained(self._previous, ours)
         self._installed = installed
         threading.settrace(installed)
         _settrace(installed)
@@ -104,34 +108,62 @@ class Tracer:
         self._watched = code
 
     def check_calls(self, check: Callable[[Any, Any], bool]) -> None:
-        """Never: without quiet spells (below) nothing needs to know a call is coming."""
+        """While returns are paused, ``check(module, first_argument)`` at the call event of
+        each call of the watched code (``Module.__call__``), before it runs: the trampoline
+        has built that frame's three locals already, so this costs far less than watching
+        the call's return."""
+        self._call_check = check
 
     def pause_returns(self) -> bool:
-        """No: under ``sys.settrace`` a watched call's return costs little more than the
-        call event every library call gets anyway, and no timer would re-arm it."""
-        return False
+        """Stop watching returns: a watched call's frame gets no local tracer."""
+        if self._call_check is None:
+            return False  # nothing would wake the watcher before a new shape went by
+        self._watch_paused = True
+        return True
 
     def resume_returns(self) -> None:
-        pass
+        self._watch_paused = False
 
     # -- global trace functions ----------------------------------------------------------
-    def _global(self, frame: FrameType, event: str, arg: Any) -> TraceFunction | None:
-        code = frame.f_code
-        info = self._codes.get(id(code), _MISSING)  # inline: every call event
-        if info is None:
-            if code is self._watched:
-                frame.f_trace_lines = False
-                return self._watched_tracer
-            return None
-        if info is _MISSING:
-            info = self.events.info_for(code)
-            if info is None:
-                return None
-        return self._enter(frame, info)  # type: ignore[arg-type]
+    def _global_function(self) -> GlobalTrace:
+        """The global trace function: called on every call event of the program (~100 per
+        training step in torch's code alone), so a closure over what it reads."""
+        codes_get = self._codes.get
+        info_for = self.events.info_for
+        enter = self._enter
+        missing = _MISSING
+        tracer = self
 
-    def _chained(self, previous: TraceFunction) -> TraceFunction:
+        def trace(frame: FrameType, event: str, arg: Any) -> TraceFunction | None:
+            code = frame.f_code
+            info = codes_get(id(code), missing)
+            if info is None:
+                if code is tracer._watched:
+                    if tracer._watch_paused:
+                        tracer._check_call(frame)  # may resume the watch for this call
+                        if tracer._watch_paused:
+                            return None
+                    frame.f_trace_lines = False
+                    return tracer._watched_tracer
+                return None
+            if info is missing:
+                info = info_for(code)
+                if info is None:
+                    return None
+            return enter(frame, info)  # type: ignore[arg-type]
+
+        return trace
+
+    def _check_call(self, frame: FrameType) -> None:
+        check = self._call_check
+        if check is None:
+            return
+        local = frame.f_locals
+        args = local.get("args")
+        check(local.get("self"), args[0] if type(args) is tuple and args else None)
+
+    def _chained(self, previous: TraceFunction, ours: GlobalTrace) -> TraceFunction:
         """Call the previous tracer (debugpy, coverage) and ours, keeping both local tracers."""
-        ours = self._global
 
         def chained(frame: FrameType, event: str, arg: Any) -> TraceFunction | None:
             theirs = previous(frame, event, arg)
