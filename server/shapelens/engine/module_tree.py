@@ -12,15 +12,17 @@ locals builds them all, 1.5 µs against 3.6 µs a call on 3.12. Paths from the r
 (``transformer.h.0.attn``), parameter counts and where each module was declared are worked
 out when the records are sent, not per call.
 
-Quiet spells (backends that can switch the return event off: ``sys.monitoring``). Once every
-module called since the tree last woke has had :data:`QUIET_AFTER` calls in a row that brought
-nothing new (no shape outside its ranges, no new number of dims, dtype or device), the tree
-stops watching. While it is quiet a module's calls are estimated from its pace: the calls
-it had per hit of the user statement that paces its calls (the loop header or def line
-enclosing the innermost user line on the stack when it ran), times that statement's hits
-since, which the line tracer counts exactly. It wakes (and watches every call again) when
-the line tracer re-arms its switched-off lines or reads something new on any user line.
-Estimated counts are marked (``calls_sampled``)."""
+Quiet spells. Once every module called since the tree last woke has had :data:`QUIET_AFTER`
+calls in a row that brought nothing new (no dim outside its ranges, no new number of dims,
+dtype or device), the tree stops watching returns. While it is quiet a module's calls are
+estimated from its pace: the user statement that called the outermost module call it ran
+under (the loop header or def line enclosing it), whose hits the line tracer counts
+exactly, times the module's calls per whole hit of it while watched. It wakes (and watches
+every call again) when a user line reads something new, when the backend re-arms its
+switched-off lines, and before a module that is new, or gets a first tensor new to it, is
+called (:meth:`ModuleTree.calling`: a ``CALL`` event of user code under ``sys.monitoring``,
+each ``Module.__call__``'s call event under ``sys.settrace``). Estimated counts are marked
+(``calls_sampled``)."""
 
 from __future__ import annotations
 
@@ -70,8 +72,9 @@ class ReturnWatch(Protocol):
         ``on_rearm()`` when the backend looks again at the user lines it switched off."""
 
     def check_calls(self, check: Callable[[Any, Any], bool]) -> None:
-        """Call ``check(callee, first_argument)`` before each call user code makes (where the
-        backend can); a call site whose check said False need not be checked again."""
+        """Call ``check(callee, first_argument)`` before calls run: under sys.monitoring each
+        call user code makes (a call site whose check said False need not be checked again),
+        under sys.settrace each module call while returns are paused."""
 
     def pause_returns(self) -> bool:
         """Stop reporting returns until :meth:`resume_returns`; False if it cannot."""
