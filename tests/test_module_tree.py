@@ -192,7 +192,7 @@ async def test_the_language_server_returns_the_tree_and_lenses(lsp) -> None:  # 
     net = entries[("Net", "")]
     assert net["summary"] == "346 params · (2,3‥7) → (2,3‥7,10) ×3"
     assert net["inputs"][0]["text"] == "(2,3‥7) i64 cpu"
-    assert net["rank"] is None
+    assert net["rank"] is None and net["calls_sampled"] is False  # three calls: all counted
     lenses = await lsp.client.text_document_code_lens_async(
         types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=model_uri))
     )
