@@ -16,11 +16,7 @@ from shapelens.trace.codec import SCHEMA_PATH
 
 from conftest import line_of, run_cli
 
-MODEL = """
-import torch
-import torch.nn as nn
-
-
+BLOCK = """
 class Block(nn.Module):
     def __init__(self, width):
         super().__init__()
@@ -29,7 +25,16 @@ class Block(nn.Module):
 
     def forward(self, x):
         return x + self.proj(self.norm(x))
+"""
 
+MODEL = (
+    """
+import torch
+import torch.nn as nn
+
+"""
+    + BLOCK
+    + """
 
 class Net(nn.Module):
     def __init__(self, vocab, width, depth):
@@ -46,6 +51,7 @@ class Net(nn.Module):
             x = self.act(block(x))  # one GELU reused after every block
         return self.head(x)
 """
+)
 
 MAIN = """
 import torch
@@ -208,19 +214,13 @@ async def test_the_language_server_returns_the_tree_and_lenses(lsp) -> None:  # 
     assert bad["status"] == "error"
 
 
-LONG_MODEL = """
+LONG_MODEL = (
+    """
 import torch.nn as nn
 
-
-class Block(nn.Module):
-    def __init__(self, width):
-        super().__init__()
-        self.norm = nn.LayerNorm(width)
-        self.proj = nn.Linear(width, width)
-
-    def forward(self, x):
-        return x + self.proj(self.norm(x))
-
+"""
+    + BLOCK
+    + """
 
 class Net(nn.Module):
     def __init__(self, width=16, depth=3):
@@ -234,6 +234,7 @@ class Net(nn.Module):
             x = block(x)
         return self.head(x)
 """
+)
 
 LONG_TRAINING = """
 import torch
