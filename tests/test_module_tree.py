@@ -366,3 +366,38 @@ def test_a_quiet_tree_wakes_before_a_module_gets_a_new_shape(  # type: ignore[no
     for path in ("Sequential", "0", "2"):
         assert modules[path]["inputs"][0]["dim_ranges"][0] == [8, 20], path
         assert abs(modules[path]["calls"] - 500) <= 5, path
+
+
+ODD_TENSOR = """
+import torch
+import torch.nn as nn
+
+
+class Opaque(torch.Tensor):
+    @property
+    def shape(self):  # a subclass that hides its shape from Python
+        raise RuntimeError("no shape here")
+
+
+lin = nn.Linear(4, 2)
+x = torch.ones(3, 4)
+for step in range(600):
+    y = lin(x if step < 500 else x.as_subclass(Opaque))
+print("done", tuple(y.size()))
+"""
+
+
+@pytest.mark.parametrize("backend", ["settrace", "monitoring"])
+def test_a_tensor_that_cannot_be_read_never_fails_the_program(  # type: ignore[no-untyped-def]
+    script, tmp_path: Path, backend: str
+) -> None:
+    """The quiet tree's check runs before each module call, inside a trace callback: what
+    it cannot read must not raise into the user's program."""
+    pytest.importorskip("torch")
+    if backend == "monitoring" and not hasattr(sys, "monitoring"):
+        pytest.skip("sys.monitoring needs Python 3.12+")
+    script(ODD_TENSOR)
+    run = run_cli("--backend", backend, "--modules", "main.py", cwd=tmp_path, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "done (3, 2)" in run.stdout
+    assert run.trace is not None and run.trace["status"] == "ok"

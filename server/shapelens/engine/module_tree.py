@@ -302,10 +302,13 @@ class ModuleTree:
             self.wake()
         elif self._quiet:
             self._checks_left -= 1
-            if not self._checks_left or (
-                isinstance(first, self._tensor)
-                and (not stats.inputs or stats.inputs[0].would_be_new(first))
-            ):
+            try:  # a trace callback: an odd tensor subclass must not raise into the program
+                new = isinstance(first, self._tensor) and (
+                    not stats.inputs or stats.inputs[0].would_be_new(first)
+                )
+            except Exception:
+                new = True
+            if new or not self._checks_left:
                 self.wake()
         return True
 
