@@ -273,7 +273,9 @@ def test_a_long_run_keeps_every_shape_and_counts_its_calls(  # type: ignore[no-u
     """The tree stops watching while nothing changes: every shape is still seen (one 20-row
     batch late in training, which no user line reads: the call of the model wakes the tree;
     the 2-row batch after training), and the calls of the quiet spells are estimated from
-    the loop that calls the model, to within 1%."""
+    the loop that calls the model: within 1% for the modules every step calls (usually
+    exact), within 2% for the blocks only some steps reach (their calls per step are measured on the
+    short stretches the tree watched)."""
     pytest.importorskip("torch")
     if backend == "monitoring" and not hasattr(sys, "monitoring"):
         pytest.skip("sys.monitoring needs Python 3.12+")
@@ -300,7 +302,9 @@ def test_a_long_run_keeps_every_shape_and_counts_its_calls(  # type: ignore[no-u
     calls = {path: modules[path]["calls"] for path in expected}
     assert modules["Net"]["calls_sampled"] and modules["blocks.1"]["calls_sampled"]
     for path, count in expected.items():
-        assert abs(calls[path] - count) <= max(2, count // 100), (path, calls[path], count)
+        every_step = count in (steps, steps + 1)
+        allowed = count // 100 if every_step else count // 50
+        assert abs(calls[path] - count) <= allowed, (path, calls[path], count)
     assert "calls_sampled" not in modules["probe"]  # called once, while watched
     net_row = next(row for row in run.stderr.splitlines() if row.startswith("Net "))
     assert net_row.endswith("+")  # the table says the count is an estimate
