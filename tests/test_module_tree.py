@@ -152,9 +152,7 @@ def test_module_calls_are_seen_without_changing_how_torch_calls_them(  # type: i
 ) -> None:
     """No global hook of ours sends every module call down torch's slower path; a call that
     raised is not counted, and a user's hook that replaces the result is what came out."""
-    pytest.importorskip("torch")
-    if backend == "monitoring" and not hasattr(sys, "monitoring"):
-        pytest.skip("sys.monitoring needs Python 3.12+")
+    _needs(backend)
     script(WATCHED)
     run = run_cli("--backend", backend, "main.py", cwd=tmp_path, timeout=120)
     assert run.returncode == 0, run.stderr
@@ -166,6 +164,13 @@ def test_module_calls_are_seen_without_changing_how_torch_calls_them(  # type: i
     assert modules["Linear"]["calls"] == 3
     assert modules["Linear"]["outputs"][0]["shape"] == [2, 2]  # after the user's hook
     assert modules["Linear"]["outputs"][0]["dim_ranges"] == [[1, 3], [2, 2]]
+
+
+def _needs(backend: str) -> None:
+    """Skip unless torch and the tracing backend are here."""
+    pytest.importorskip("torch")
+    if backend == "monitoring" and not hasattr(sys, "monitoring"):
+        pytest.skip("sys.monitoring needs Python 3.12+")
 
 
 def test_counts_read_at_a_glance() -> None:
@@ -276,9 +281,7 @@ def test_a_long_run_keeps_every_shape_and_counts_its_calls(  # type: ignore[no-u
     the loop that calls the model: within 1% for the modules every step calls (usually
     exact), within 2% for the blocks only some steps reach (their calls per step are measured on the
     short stretches the tree watched)."""
-    pytest.importorskip("torch")
-    if backend == "monitoring" and not hasattr(sys, "monitoring"):
-        pytest.skip("sys.monitoring needs Python 3.12+")
+    _needs(backend)
     script(LONG_MODEL, "model.py")
     script(LONG_TRAINING)
     run = run_cli("--backend", backend, "--modules", "main.py", cwd=tmp_path, timeout=240)
@@ -358,9 +361,7 @@ def test_a_quiet_tree_wakes_before_a_module_gets_a_new_shape(  # type: ignore[no
 ) -> None:
     """One 20-row batch among 500 of 8, in a tensor no user line stores: only the module
     call itself can show it, and the quiet tree checks calls before they run."""
-    pytest.importorskip("torch")
-    if backend == "monitoring" and not hasattr(sys, "monitoring"):
-        pytest.skip("sys.monitoring needs Python 3.12+")
+    _needs(backend)
     script(UNREAD_SHAPE)
     run = run_cli("--backend", backend, "--modules", "main.py", cwd=tmp_path, timeout=180)
     assert run.returncode == 0, run.stderr
@@ -397,9 +398,7 @@ def test_a_tensor_that_cannot_be_read_never_fails_the_program(  # type: ignore[n
 ) -> None:
     """The quiet tree's check runs before each module call, inside a trace callback: what
     it cannot read must not raise into the user's program."""
-    pytest.importorskip("torch")
-    if backend == "monitoring" and not hasattr(sys, "monitoring"):
-        pytest.skip("sys.monitoring needs Python 3.12+")
+    _needs(backend)
     script(ODD_TENSOR)
     run = run_cli("--backend", backend, "--modules", "main.py", cwd=tmp_path, timeout=120)
     assert run.returncode == 0, run.stderr
