@@ -3,9 +3,9 @@ long), while user modules are traced as before and tracebacks show only the user
 
 from __future__ import annotations
 
-import builtins
 import importlib
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -62,21 +62,26 @@ def test_a_failing_import_shows_only_the_users_frames(script, tmp_path: Path) ->
     assert "shapelens" not in run.stderr.split("Traceback")[1].split("ModuleNotFoundError")[0]
 
 
-def test_the_import_function_is_restored_also_on_error(tmp_path: Path) -> None:
-    original, import_module = builtins.__import__, importlib.import_module
+def test_the_import_hook_is_restored_also_on_error(tmp_path: Path) -> None:
+    bootstrap = sys.modules["_frozen_importlib"]  # importlib._bootstrap
+    original = bootstrap._find_and_load
     events = FrameEvents(
         scope=UserCodeScope(ScopeConfig(root=str(tmp_path))),
         recorder=Recorder(),
         findings=FindingsConfig(),
     )
     tracer = Tracer(events)
+    sys.modules.pop("colorsys", None)
+    sys.modules.pop("json.tool", None)
     with pytest.raises(ZeroDivisionError), tracer:
-        assert builtins.__import__ is not original
-        assert importlib.import_module is not import_module
+        assert bootstrap._find_and_load is not original
         import colorsys  # noqa: F401  (a library import while tracing)
 
         importlib.import_module("json.tool")
-
+        assert (sys.gettrace() or sys.getprofile()) is not None  # resumed after each
+        loaded = {sys.modules["colorsys"].__file__, sys.modules["json.tool"].__file__}
+        assert not [c for c in events._seen_codes if c.co_filename in loaded]  # never traced
         _ = 1 / 0
-    assert builtins.__import__ is original
-    assert importlib.import_module is import_module
+    assert bootstrap._find_and_load is original
+    assert sys.gettrace() is None and sys.getprofile() is None
+    assert "json.tool" in sys.modules

@@ -2,23 +2,28 @@
 
 Under ``sys.settrace`` every Python call is a call event, and ``import torch`` makes about a
 million of them: traced, it takes twice as long, though none of that code is the user's.
-While installed, an ``import`` statement (or ``importlib.import_module``, which torch's lazy
-submodules use) that loads a module outside user code runs with the tracer paused; user
-modules (and anything already imported) import as usual.
+While installed, loading a module outside user code runs with the tracer paused; user
+modules import as usual.
+
+The hook is importlib's ``_find_and_load``, which the interpreter calls only when a module
+is not loaded yet (``import``, ``from ... import``, ``importlib.import_module`` all go
+through it): the ``import`` statements that torch runs inside its functions on every
+training step find their module in ``sys.modules`` without reaching any Python code of ours.
 """
 
 from __future__ import annotations
 
-import builtins
-import importlib
 import importlib.machinery
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
+
+_BOOTSTRAP = "_frozen_importlib"  # importlib._bootstrap, as the interpreter holds it
+_HOOK = "_find_and_load"
 
 
 class UntracedImports:
-    """Wraps ``builtins.__import__`` to pause tracing around imports of library modules."""
+    """Wraps importlib's ``_find_and_load`` to pause tracing while a library module loads."""
 
     def __init__(
         self,
@@ -29,67 +34,47 @@ class UntracedImports:
         self._is_user_file = is_user_file
         self._pause = pause
         self._resume = resume
-        self._original: Callable[..., Any] | None = None
-        self._original_import_module: Callable[..., Any] = importlib.import_module
+        self._original: Callable[[str, Any], Any] | None = None
         self._paused = 0
         self._user_packages: dict[str, bool] = {}
         """Top-level package → whether it is user code (what ``_loads_user_code`` found)."""
 
     def install(self) -> None:
-        self._original = builtins.__import__
-        self._original_import_module = importlib.import_module
-        builtins.__import__ = self._import
-        importlib.import_module = self._import_module  # torch's lazy submodules use it
+        bootstrap = sys.modules.get(_BOOTSTRAP)
+        original = getattr(bootstrap, _HOOK, None)
+        if not callable(original):
+            return  # another interpreter's importlib: imports stay traced (slower, correct)
+        self._original = original
+        setattr(bootstrap, _HOOK, self._find_and_load)
 
     def remove(self) -> None:
-        """Put the originals back; if someone wrapped ours since, ours just pass through."""
+        """Put the original back; if someone wrapped ours since, ours just passes through."""
         original, self._original = self._original, None
-        if original is not None and builtins.__import__ == self._import:
-            builtins.__import__ = original
-        if importlib.import_module == self._import_module:
-            importlib.import_module = self._original_import_module
+        bootstrap = sys.modules.get(_BOOTSTRAP)
+        if original is not None and getattr(bootstrap, _HOOK, None) == self._find_and_load:
+            setattr(bootstrap, _HOOK, original)
 
-    def _import_module(self, name: str, package: str | None = None) -> Any:
-        original = self._original_import_module
-        if self._original is None or self._paused or name in sys.modules:
-            return original(name, package)
-        level = len(name) - len(name.lstrip("."))
-        if self._loads_user_code(name, {"__package__": package}, level):
-            return original(name, package)
-        return self._untraced(original, name, package)
-
-    def _import(
-        self,
-        name: str,
-        globals: Mapping[str, Any] | None = None,  # __import__'s own parameter names
-        locals: Mapping[str, Any] | None = None,
-        fromlist: Any = (),
-        level: int = 0,
-    ) -> Any:
-        original = self._original or _builtin_import
-        if self._original is None or self._paused or _loaded(name, globals, fromlist, level):
-            return original(name, globals, locals, fromlist, level)
-        if self._loads_user_code(name, globals, level):
-            return original(name, globals, locals, fromlist, level)
-        return self._untraced(original, name, globals, locals, fromlist, level)
-
-    def _untraced(self, function: Callable[..., Any], *args: Any) -> Any:
+    def _find_and_load(self, name: str, import_: Any) -> Any:
+        original = self._original or _original_find_and_load
+        if (
+            self._original is None
+            or self._paused
+            or name in sys.modules  # importlib.import_module of a loaded module
+            or self._loads_user_code(name)
+        ):
+            return original(name, import_)
         self._paused += 1
         self._pause()
         try:
-            return function(*args)
+            return original(name, import_)
         finally:
             self._paused -= 1
             if not self._paused:
                 self._resume()
 
-    def _loads_user_code(self, name: str, globals: Mapping[str, Any] | None, level: int) -> bool:
+    def _loads_user_code(self, name: str) -> bool:
         """Whether the module's package is user code (unknown origins count as user code)."""
-        if level:  # a relative import: inside the importing module's own package
-            package = (globals or {}).get("__package__") or ""
-            top = package.partition(".")[0]
-        else:
-            top = name.partition(".")[0]
+        top = name.partition(".")[0]
         known = self._user_packages.get(top)
         if known is None:
             known = self._user_packages[top] = self._package_is_user_code(top)
@@ -112,22 +97,4 @@ class UntracedImports:
         return self._is_user_file(origin)
 
 
-def _loaded(name: str, globals: Mapping[str, Any] | None, fromlist: Any, level: int) -> bool:
-    """Whether the import only looks up what is loaded already (torch's functions import
-    inside their bodies, ``from .optimizer import ...`` on every ``step()``): no pause."""
-    if level == 0:
-        return name in sys.modules
-    package = (globals or {}).get("__package__")
-    if not package:
-        return False
-    parts = package.rsplit(".", level - 1)
-    if len(parts) < level:
-        return False  # beyond the top-level package: the import raises, as it should
-    module = sys.modules.get(f"{parts[0]}.{name}" if name else parts[0])
-    if module is None:
-        return False
-    names = vars(module)  # not hasattr: a lazy module's __getattr__ would import, traced
-    return all(item in names for item in fromlist or ())
-
-
-_builtin_import = builtins.__import__
+_original_find_and_load: Callable[[str, Any], Any] = getattr(sys.modules[_BOOTSTRAP], _HOOK)
