@@ -17,7 +17,8 @@ TORCH_PIN := torch==2.13.0
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# setup.py builds the sys.settrace gate (C, CPython 3.11 only) into server/ (git-ignored).
+$(VENV)/.installed: pyproject.toml setup.py server/shapelens/engine/_library_gate.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH_PIN)
@@ -73,6 +74,7 @@ bench: install
 
 clean:
 	rm -rf $(VENV) .venv3* .venv-anchors .pytest_cache .mypy_cache .ruff_cache
+	find server -name "*.so" -delete
 
 # -- VS Code extension ---------------------------------------------------------------------
 BUNDLED_LIBS := vscode-extension/bundled/libs

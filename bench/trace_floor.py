@@ -10,6 +10,7 @@ Usage: python bench/trace_floor.py [--rounds N] [--steps N] [--out FILE]
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import textwrap
@@ -24,6 +25,7 @@ from report import emit  # bench/ is on sys.path: these scripts run as files
 
 from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.frame_events import FrameEvents
+from shapelens.engine.library_gate import new_gate
 from shapelens.engine.module_tree import ModuleTree
 from shapelens.engine.monitoring import MonitoringTracer
 from shapelens.engine.recorder import Recorder
@@ -82,7 +84,9 @@ def main() -> int:
         train(model, x, y, optimizer, loss_fn, options.steps)
         return time.process_time() - start
 
-    def under_tracer(with_tree: bool) -> float:
+    def under_tracer(with_tree: bool, gate: bool = True) -> float:
+        if not gate:
+            os.environ["SHAPELENS_LIBRARY_GATE"] = "0"  # plain sys.settrace (read at start)
         sources = SourceMaps()
         events = FrameEvents(
             scope=scope, recorder=Recorder(), findings=FindingsConfig(), sources=sources
@@ -98,6 +102,7 @@ def main() -> int:
             return steps()
         finally:
             engine.stop()  # the tree watched through it: nothing of it is left
+            os.environ.pop("SHAPELENS_LIBRARY_GATE", None)
 
     def under_nothing() -> float:
         sys.settrace(_nothing)
@@ -112,6 +117,10 @@ def main() -> int:
         f"ShapeLens tracer ({backend}), no module tree": lambda: under_tracer(False),
         f"ShapeLens tracer ({backend}) + module tree (the default)": lambda: under_tracer(True),
     }
+    if new_gate({}, _nothing) is not None:  # CPython 3.11 with the gate built
+        variants["the same without the gate (plain sys.settrace)"] = lambda: under_tracer(
+            True, gate=False
+        )
     train(model, x, y, optimizer, loss_fn, 30)  # warm-up: lazy imports, allocator
     best = dict.fromkeys(variants, float("inf"))
     for _ in range(options.rounds):

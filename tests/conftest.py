@@ -57,6 +57,41 @@ def rendered(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "message": finding_message(finding), "related": related}
 
 
+SAMPLES = Path(__file__).with_name("samples")
+"""Small programs that every backend must trace alike."""
+
+
+def _hits(count: int, estimated: bool) -> int | str:
+    """Exact counts compare as they are; an estimate (sys.monitoring switched the line's
+    events off) as "≈" when it is within 2 % of ``count``: see _same_hits."""
+    return f"≈{count}" if estimated else count
+
+
+def normalised_trace(trace: dict[str, Any]) -> dict[str, Any]:
+    """What two backends (or the gate and plain sys.settrace) must agree on in a trace."""
+    return {
+        "status": trace["status"],
+        "lines": [
+            (
+                entry["line"],
+                _hits(entry["hits"], entry.get("sampled", False)),
+                [
+                    (
+                        v["name"],
+                        v["shape"],
+                        v["dtype"],
+                        _hits(v["hits"], entry.get("sampled", False)),
+                        v["shapes"],
+                    )
+                    for v in entry["vars"]
+                ],
+            )
+            for entry in trace["lines"]
+        ],
+        "findings": [(f["kind"], f["line"], rendered(f)["message"]) for f in trace["findings"]],
+    }
+
+
 def run_cli(
     *args: str,
     cwd: Path,

@@ -10,42 +10,11 @@ from typing import Any
 
 import pytest
 
-from conftest import line_of, rendered, run_cli
+from conftest import SAMPLES, line_of, normalised_trace, run_cli
 
-SAMPLES = Path(__file__).with_name("samples")
 needs_monitoring = pytest.mark.skipif(
     sys.version_info < (3, 12), reason="sys.monitoring needs Python 3.12+"
 )
-
-
-def _hits(count: int, estimated: bool) -> int | str:
-    """Exact counts compare as they are; an estimate (sys.monitoring switched the line's
-    events off) as "≈" when it is within 2 % of ``count``: see _same_hits."""
-    return f"≈{count}" if estimated else count
-
-
-def _normalised(trace: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "status": trace["status"],
-        "lines": [
-            (
-                entry["line"],
-                _hits(entry["hits"], entry.get("sampled", False)),
-                [
-                    (
-                        v["name"],
-                        v["shape"],
-                        v["dtype"],
-                        _hits(v["hits"], entry.get("sampled", False)),
-                        v["shapes"],
-                    )
-                    for v in entry["vars"]
-                ],
-            )
-            for entry in trace["lines"]
-        ],
-        "findings": [(f["kind"], f["line"], rendered(f)["message"]) for f in trace["findings"]],
-    }
 
 
 @needs_monitoring
@@ -56,7 +25,7 @@ def test_same_trace_from_both_backends(sample: str, tmp_path: Path) -> None:
     monitoring = run_cli("--quiet", "--backend", "monitoring", sample, cwd=tmp_path)
     assert settrace.trace is not None and monitoring.trace is not None
     assert settrace.trace["lines"], "the sample produced no trace"
-    exact, estimated = _normalised(settrace.trace), _normalised(monitoring.trace)
+    exact, estimated = normalised_trace(settrace.trace), normalised_trace(monitoring.trace)
     assert _same_hits(estimated, exact) == exact
 
 

@@ -14,6 +14,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from shapelens.engine.frame_events import NO_STATEMENT, CodeInfo, FrameEvents
+from shapelens.engine.library_gate import Gate, new_gate
 from shapelens.engine.untraced_imports import UntracedImports
 
 TraceFunction = Callable[[FrameType, str, Any], Any]
@@ -31,6 +32,9 @@ class Tracer:
         self._previous: Any = None
         self._previous_threading: Any = None
         self._installed: TraceFunction | None = None
+        self._gate: Gate | None = None
+        """Installed instead of ``_installed`` in the tracing thread when nothing traced or
+        profiled before us: tracing off while library code runs (see library_gate)."""
         self._watched: CodeType | None = None
         self._watched_tracer: TraceFunction | None = None
         self._watch_paused = False
@@ -46,23 +50,40 @@ class Tracer:
         ours = self._global_function()
         installed = ours if self._previous is None else self._chained(self._previous, ours)
         self._installed = installed
-        threading.settrace(installed)
-        _settrace(installed)
+        if self._previous is None and sys.getprofile() is None:
+            self._gate = new_gate(self._codes, ours)
+            if self._gate is not None and self._watched is not None:
+                self._gate.watch(self._watched)
+                self._gate.pause_watch(self._watch_paused)
+        threading.settrace(installed)  # other threads: sys.settrace, as before
+        self._install()
         self.events.start_listening()
         self._imports.install()
 
-    def _pause(self) -> None:
+    def _install(self) -> None:
+        if self._gate is not None:
+            self._gate.install()
+        else:
+            _settrace(self._installed)
+
+    def _uninstall(self) -> None:
+        if self._gate is not None:
+            self._gate.uninstall()
         _settrace(self._previous)  # a chained tracer (debugpy) keeps tracing
+
+    def _pause(self) -> None:
+        self._uninstall()
 
     def _resume(self) -> None:
         if self._installed is not None:  # not after forked()
-            _settrace(self._installed)
+            self._install()
 
     def forked(self) -> None:
         """In a forked child of user code: tracing is off there for good (an import must not
         resume it), and the import function is the original again."""
         self._installed = None
         self._imports.remove()
+        self._uninstall()
         _settrace(None)
         threading.settrace(None)
 
@@ -70,7 +91,8 @@ class Tracer:
         """Restore the tracers that were there before, and detach from running frames."""
         self._imports.remove()
         self.events.stop_listening()
-        _settrace(self._previous)
+        self._uninstall()
+        self._gate = None
         threading.settrace(self._previous_threading)
         frame: FrameType | None = sys._getframe()
         while frame is not None:
@@ -106,12 +128,15 @@ class Tracer:
 
         self._watched_tracer = returns_only
         self._watched = code
+        if self._gate is not None:
+            self._gate.watch(code)
 
     def check_calls(self, check: Callable[[Any, Any], bool]) -> None:
         """While returns are paused, ``check(module, first_argument)`` at the call event of
-        each call of the watched code (``Module.__call__``), before it runs: the trampoline
-        has built that frame's three locals already, so this costs far less than watching
-        the call's return."""
+        each call of the watched code (``Module.__call__``) that user code makes, before it
+        runs (calls inside torch, a ``Sequential``'s children, go unchecked, as under
+        sys.monitoring): the trampoline has built that frame's three locals already, so
+        this costs far less than watching the call's return."""
         self._call_check = check
 
     def pause_returns(self) -> bool:
@@ -119,10 +144,14 @@ class Tracer:
         if self._call_check is None:
             return False  # nothing would wake the watcher before a new shape went by
         self._watch_paused = True
+        if self._gate is not None:
+            self._gate.pause_watch(True)
         return True
 
     def resume_returns(self) -> None:
         self._watch_paused = False
+        if self._gate is not None:
+            self._gate.pause_watch(False)
 
     # -- global trace functions ----------------------------------------------------------
     def _global_function(self) -> GlobalTrace:
@@ -140,7 +169,9 @@ class Tracer:
             if info is None:
                 if code is tracer._watched:
                     if tracer._watch_paused:
-                        tracer._check_call(frame)  # may resume the watch for this call
+                        caller = frame.f_back  # user code calls a module: as on 3.12+
+                        if caller is not None and codes_get(id(caller.f_code)) is not None:
+                            tracer._check_call(frame)  # may resume the watch for this call
                         if tracer._watch_paused:
                             return None
                     frame.f_trace_lines = False

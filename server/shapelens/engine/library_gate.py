@@ -1,0 +1,50 @@
+"""The ``sys.settrace`` gate (``_library_gate.c``): tracing off while library code runs.
+
+Built by ``pip install`` on CPython 3.11 where a C compiler is found; elsewhere, or with
+``SHAPELENS_LIBRARY_GATE=0`` in the environment, the tracer installs its Python function
+with ``sys.settrace`` as before (same records, slower: the whole program runs in the
+interpreter's tracing mode).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from types import CodeType, FrameType
+from typing import Any, Protocol
+
+
+class Gate(Protocol):
+    """What ``_library_gate.Gate(codes, global_function)`` offers."""
+
+    def install(self) -> None:
+        """Install in this thread: the gate's profile function, and tracing on."""
+
+    def uninstall(self) -> None:
+        """Remove the gate's profile and trace functions from this thread (where ours)."""
+
+    def installed(self) -> bool:
+        """Whether the gate's profile function is installed in this thread."""
+
+    def watch(self, code: CodeType) -> None:
+        """Calls of ``code`` (library code) go to the global function too."""
+
+    def pause_watch(self, paused: bool) -> None:
+        """While ``paused``, only the watched code's calls that user code makes do."""
+
+    def __call__(self, frame: FrameType, event: str, arg: Any) -> Any: ...
+
+
+def new_gate(
+    codes: dict[int, Any], global_function: Callable[[FrameType, str, Any], Any]
+) -> Gate | None:
+    """A gate over the recorder's code table and the Python global trace function, or None
+    where it is not built or switched off."""
+    if os.environ.get("SHAPELENS_LIBRARY_GATE", "1") == "0":
+        return None
+    try:
+        from shapelens.engine import _library_gate  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    gate: Gate = _library_gate.Gate(codes, global_function)
+    return gate

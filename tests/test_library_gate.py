@@ -1,0 +1,204 @@
+"""The sys.settrace gate (CPython 3.11: tracing off while library code runs) records exactly
+what plain sys.settrace records, however control crosses between user and library code:
+callbacks, generators both ways, exceptions raised in library code, torch's DataLoader and
+nn.Module calling the user's code, threads, the module tree."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shapelens.engine.findings import FindingsConfig
+from shapelens.engine.frame_events import FrameEvents
+from shapelens.engine.library_gate import new_gate
+from shapelens.engine.recorder import Recorder
+from shapelens.engine.scope import ScopeConfig, UserCodeScope
+from shapelens.engine.tracer import Tracer
+
+from conftest import SAMPLES, line_of, normalised_trace, run_cli
+
+GATED = sys.implementation.name == "cpython" and sys.version_info[:2] == (3, 11)
+needs_gate = pytest.mark.skipif(not GATED, reason="the gate is built for CPython 3.11 only")
+NO_GATE = {"SHAPELENS_LIBRARY_GATE": "0"}
+
+LIBRARY = """
+import torch
+
+def apply(function, items):
+    out = []
+    for item in items:
+        out.append(function(item))
+    return out
+
+def batches(count, width):
+    for index in range(count):
+        yield torch.ones(index + 1, width)
+
+def drain(iterator):
+    total = 0
+    for value in iterator:
+        total += int(value.shape[0])
+    return total
+
+def fail(x):
+    inner = x.sum()
+    raise ValueError(f"bad {inner.item()}")
+
+def nested(function, x):
+    def helper(y):
+        return function(y) * 2
+    return helper(x)
+"""
+
+PROGRAM = """
+import threading
+import torch
+from torch.utils.data import DataLoader, Dataset
+import library
+
+class Rows(Dataset):
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, index):
+        row = torch.full((3,), float(index))
+        return row
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(3, 2)
+
+    def forward(self, x):
+        hidden = self.fc(x)
+        return torch.relu(hidden)
+
+def widen(t):
+    wide = torch.cat([t, t], dim=1)
+    return wide
+
+def counting(n):
+    for k in range(n):
+        step = torch.zeros(k + 1, 2)
+        yield step
+
+net = Net()
+results = library.apply(widen, [torch.ones(2, 2), torch.ones(4, 2)])
+shapes = [r.shape for r in results]
+for batch in library.batches(3, 5):
+    doubled = batch * 2
+total = library.drain(counting(4))
+try:
+    library.fail(torch.ones(2))
+except ValueError as error:
+    caught = str(error)
+twice = library.nested(lambda y: y + 1, torch.ones(6))
+for features in DataLoader(Rows(), batch_size=4):
+    out = net(features)
+worker_out = []
+thread = threading.Thread(target=lambda: worker_out.append(widen(torch.ones(1, 7))))
+thread.start()
+thread.join()
+a = torch.ones(2, 3)
+b = torch.ones(4, 5)
+c = a @ b
+"""
+
+
+def _project(tmp_path: Path) -> tuple[Path, Path]:
+    project, library = tmp_path / "project", tmp_path / "site"
+    project.mkdir()
+    library.mkdir()
+    (library / "library.py").write_text(textwrap.dedent(LIBRARY))
+    main = project / "main.py"
+    main.write_text(textwrap.dedent(PROGRAM))
+    return project, main
+
+
+def _traced(project: Path, *, gate: bool, extra: tuple[str, ...] = ()) -> dict[str, Any]:
+    env = {"PYTHONPATH": str(project.parent / "site"), **({} if gate else NO_GATE)}
+    run = run_cli("--quiet", "--backend", "settrace", *extra, "main.py", cwd=project, env=env)
+    assert run.trace is not None, run.stderr
+    return run.trace
+
+
+@needs_gate
+def test_crossings_between_user_and_library_code_are_all_recorded(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    project, main = _project(tmp_path)
+    gated = _traced(project, gate=True, extra=("--modules",))
+    plain = _traced(project, gate=False, extra=("--modules",))
+    assert normalised_trace(gated) == normalised_trace(plain)
+    assert gated["modules"] == plain["modules"]
+
+    def line(text: str) -> dict[str, Any]:
+        number = line_of(main, text)
+        return next(entry for entry in gated["lines"] if entry["line"] == number)
+
+    def var(text: str, name: str) -> dict[str, Any]:
+        return next(v for v in line(text)["vars"] if v["name"] == name)
+
+    assert line("wide = torch.cat")["hits"] == 3  # two callbacks and the thread
+    assert var("wide = torch.cat", "wide")["shapes"] == [[2, 4], [4, 4], [1, 14]]
+    assert line("step = torch.zeros")["hits"] == 4  # a user generator a library drains
+    assert var("doubled = batch", "doubled")["shape"] == [3, 5]  # a library generator
+    assert line("doubled = batch")["hits"] == 3
+    assert line("caught = str")["hits"] == 1  # raised in library code
+    assert line("row = torch.full")["hits"] == 10  # torch's DataLoader calls the user
+    assert line("hidden = self.fc")["hits"] == 3  # nn.Module calls the user's forward
+    assert var("hidden = self.fc", "hidden")["shapes"] == [[4, 2], [2, 2]]
+    assert line("twice = library.nested")["hits"] == 1
+    assert gated["status"] == "exception"  # the shape error at the end, explained
+    assert [f["kind"] for f in gated["findings"]] == [f["kind"] for f in plain["findings"]]
+    assert any(f["line"] == line_of(main, "c = a @ b") for f in gated["findings"])
+
+
+@needs_gate
+@pytest.mark.parametrize("sample", sorted(p.name for p in SAMPLES.glob("*.py")))
+def test_the_samples_trace_the_same_with_the_gate(sample: str, tmp_path: Path) -> None:
+    shutil.copy(SAMPLES / sample, tmp_path / sample)
+    gated = run_cli("--quiet", "--backend", "settrace", sample, cwd=tmp_path)
+    plain = run_cli("--quiet", "--backend", "settrace", sample, cwd=tmp_path, env=NO_GATE)
+    assert gated.trace is not None and plain.trace is not None
+    assert gated.trace["lines"]
+    assert normalised_trace(gated.trace) == normalised_trace(plain.trace)
+
+
+def _tracer(tmp_path: Path) -> Tracer:
+    events = FrameEvents(
+        scope=UserCodeScope(ScopeConfig(root=str(tmp_path))),
+        recorder=Recorder(),
+        findings=FindingsConfig(),
+    )
+    return Tracer(events)
+
+
+@needs_gate
+def test_the_gate_is_built_and_restores_what_was_there(tmp_path: Path) -> None:
+    assert new_gate({}, lambda frame, event, arg: None) is not None, (
+        "the gate was not built: pip install -e . needs a C compiler on CPython 3.11"
+    )
+    tracer = _tracer(tmp_path)
+    with pytest.raises(ZeroDivisionError), tracer:
+        assert sys.getprofile() is not None  # the gate's profile function
+        _ = 1 / 0
+    assert sys.gettrace() is None and sys.getprofile() is None
+
+
+@needs_gate
+def test_a_tracer_already_there_gets_plain_settrace(tmp_path: Path) -> None:
+    def theirs(frame: Any, event: str, arg: Any) -> None:
+        return None
+
+    sys.settrace(theirs)
+    try:
+        with _tracer(tmp_path):
+            assert sys.getprofile() is None  # no gate: their tracer is chained as before
+        assert sys.gettrace() is theirs
+    finally:
+        sys.settrace(None)
