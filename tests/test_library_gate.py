@@ -1,7 +1,8 @@
 """The sys.settrace gate (CPython 3.11: tracing off while library code runs) records exactly
 what plain sys.settrace records, however control crosses between user and library code:
 callbacks, generators both ways, exceptions raised in library code, torch's DataLoader and
-nn.Module calling the user's code, threads, the module tree."""
+nn.Module calling the user's code, threads, the module tree, torch.profiler replacing the
+gate's profile function."""
 
 from __future__ import annotations
 
@@ -104,6 +105,9 @@ worker_out = []
 thread = threading.Thread(target=lambda: worker_out.append(widen(torch.ones(1, 7))))
 thread.start()
 thread.join()
+with torch.profiler.profile(with_stack=True):  # replaces the gate's profile function
+    profiled = torch.ones(5, 5) @ torch.ones(5, 2)
+after_profile = profiled.sum(0)
 a = torch.ones(2, 3)
 b = torch.ones(4, 5)
 c = a @ b
@@ -153,6 +157,8 @@ def test_crossings_between_user_and_library_code_are_all_recorded(tmp_path: Path
     assert line("hidden = self.fc")["hits"] == 3  # nn.Module calls the user's forward
     assert var("hidden = self.fc", "hidden")["shapes"] == [[4, 2], [2, 2]]
     assert line("twice = library.nested")["hits"] == 1
+    assert var("profiled = torch.ones", "profiled")["shape"] == [5, 2]  # under torch.profiler
+    assert var("after_profile = ", "after_profile")["shape"] == [2]
     assert gated["status"] == "exception"  # the shape error at the end, explained
     assert [f["kind"] for f in gated["findings"]] == [f["kind"] for f in plain["findings"]]
     assert any(f["line"] == line_of(main, "c = a @ b") for f in gated["findings"])

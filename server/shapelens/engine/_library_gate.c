@@ -22,6 +22,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <string.h>
 #define Py_BUILD_CORE 1
 #include <internal/pycore_frame.h> /* PyFrameObject.f_trace */
 #undef Py_BUILD_CORE
@@ -38,6 +39,7 @@ typedef struct {
 static PyObject *event_names[8];
 static Py_ssize_t extra_index = -1; /* our co_extra slot: "library code for gate N" */
 static uintptr_t last_generation = 0;
+static Gate *active_gate = NULL; /* the gate installed last (borrowed: cleared on removal) */
 
 static int gate_trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg);
 
@@ -159,6 +161,24 @@ gate_profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     return 0;
 }
 
+/* Another profile function is about to replace ours (torch.profiler with with_stack=True,
+   cProfile): were tracing off now, in library code, nothing would switch it on again for
+   the user's next line. So it goes on for good: plain sys.settrace, in C, until the gate's
+   profile function is back. The interpreter audits every PyEval_SetProfile, from C too. */
+static int
+gate_audit(const char *event, PyObject *args, void *data)
+{
+    if (active_gate == NULL || strcmp(event, "sys.setprofile") != 0) {
+        return 0;
+    }
+    PyThreadState *tstate = PyThreadState_Get(); /* the thread whose profile changes */
+    if (tstate->c_profilefunc == gate_profile && tstate->c_profileobj == (PyObject *)active_gate &&
+        tstate->c_tracefunc == NULL) {
+        PyEval_SetTrace(gate_trace, (PyObject *)active_gate);
+    }
+    return 0;
+}
+
 static int
 gate_init(Gate *self, PyObject *args, PyObject *kwargs)
 {
@@ -179,6 +199,9 @@ gate_init(Gate *self, PyObject *args, PyObject *kwargs)
 static void
 gate_dealloc(Gate *self)
 {
+    if (active_gate == self) {
+        active_gate = NULL;
+    }
     Py_XDECREF(self->codes);
     Py_XDECREF(self->global);
     Py_XDECREF(self->watched);
@@ -195,6 +218,7 @@ gate_call(Gate *self, PyObject *args, PyObject *kwargs)
 static PyObject *
 gate_install(Gate *self, PyObject *unused)
 {
+    active_gate = self;
     PyEval_SetProfile(gate_profile, (PyObject *)self);
     PyEval_SetTrace(gate_trace, (PyObject *)self);
     Py_RETURN_NONE;
@@ -209,6 +233,9 @@ gate_uninstall(Gate *self, PyObject *unused)
     }
     if (trace_is_ours(tstate, self)) {
         PyEval_SetTrace(NULL, NULL);
+    }
+    if (active_gate == self) {
+        active_gate = NULL;
     }
     Py_RETURN_NONE;
 }
@@ -293,6 +320,16 @@ PyInit__library_gate(void)
         return NULL;
     }
     if (PyModule_AddObjectRef(module, "Gate", (PyObject *)&GateType) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    /* Without the audit hook a displaced profile function would leave lines untraced:
+       PROTECTED tells the tracer whether the gate may be used. */
+    int protected = PySys_AddAuditHook(gate_audit, NULL) == 0;
+    if (!protected) {
+        PyErr_Clear();
+    }
+    if (PyModule_AddObjectRef(module, "PROTECTED", protected ? Py_True : Py_False) < 0) {
         Py_DECREF(module);
         return NULL;
     }

@@ -46,5 +46,7 @@ def new_gate(
         from shapelens.engine import _library_gate  # type: ignore[attr-defined]
     except ImportError:
         return None
+    if not _library_gate.PROTECTED:
+        return None  # an audit hook was refused: a displaced profile function is not seen
     gate: Gate = _library_gate.Gate(codes, global_function)
     return gate
