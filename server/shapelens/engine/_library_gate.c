@@ -241,14 +241,6 @@ gate_uninstall(Gate *self, PyObject *unused)
 }
 
 static PyObject *
-gate_installed(Gate *self, PyObject *unused)
-{
-    PyThreadState *tstate = PyThreadState_Get();
-    return PyBool_FromLong(tstate->c_profilefunc == gate_profile &&
-                           tstate->c_profileobj == (PyObject *)self);
-}
-
-static PyObject *
 gate_watch(Gate *self, PyObject *code)
 {
     Py_XSETREF(self->watched, Py_NewRef(code));
@@ -271,8 +263,6 @@ static PyMethodDef gate_methods[] = {
      "Install the gate in this thread (its profile function, and tracing on)."},
     {"uninstall", (PyCFunction)gate_uninstall, METH_NOARGS,
      "Remove the gate's profile and trace functions from this thread, where they are ours."},
-    {"installed", (PyCFunction)gate_installed, METH_NOARGS,
-     "Whether the gate's profile function is installed in this thread."},
     {"watch", (PyCFunction)gate_watch, METH_O,
      "Calls of this (library) code go to the global function too."},
     {"pause_watch", (PyCFunction)gate_pause_watch, METH_O,

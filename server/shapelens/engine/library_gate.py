@@ -23,9 +23,6 @@ class Gate(Protocol):
     def uninstall(self) -> None:
         """Remove the gate's profile and trace functions from this thread (where ours)."""
 
-    def installed(self) -> bool:
-        """Whether the gate's profile function is installed in this thread."""
-
     def watch(self, code: CodeType) -> None:
         """Calls of ``code`` (library code) go to the global function too."""
 

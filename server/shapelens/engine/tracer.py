@@ -40,7 +40,7 @@ class Tracer:
         self._watch_paused = False
         self._call_check: Callable[[Any, Any], bool] | None = None
         self._imports = UntracedImports(
-            lambda path: events.scope.user_file(path) is not None, self._pause, self._resume
+            lambda path: events.scope.user_file(path) is not None, self._uninstall, self._resume
         )
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -70,9 +70,6 @@ class Tracer:
         if self._gate is not None:
             self._gate.uninstall()
         _settrace(self._previous)  # a chained tracer (debugpy) keeps tracing
-
-    def _pause(self) -> None:
-        self._uninstall()
 
     def _resume(self) -> None:
         if self._installed is not None:  # not after forked()
