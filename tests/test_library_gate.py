@@ -1,8 +1,8 @@
 """The sys.settrace gate (CPython 3.11: tracing off while library code runs) records exactly
 what plain sys.settrace records, however control crosses between user and library code:
 callbacks, generators both ways, exceptions raised in library code, torch's DataLoader and
-nn.Module calling the user's code, threads, the module tree, torch.profiler replacing the
-gate's profile function."""
+nn.Module calling the user's code, threads, the module tree, torch.profiler's profile
+function."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import pytest
 
 from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.frame_events import FrameEvents
-from shapelens.engine.library_gate import new_gate
+from shapelens.engine.library_gate import hooked, new_gate
 from shapelens.engine.recorder import Recorder
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.tracer import Tracer
@@ -49,6 +49,15 @@ def drain(iterator):
 def fail(x):
     inner = x.sum()
     raise ValueError(f"bad {inner.item()}")
+
+def numbers():
+    yield 1
+
+def throw_into(generator):
+    try:
+        generator.throw(KeyError("into the user's generator"))
+    except KeyError:
+        return "passed through"
 
 def nested(function, x):
     def helper(y):
@@ -98,6 +107,15 @@ try:
     library.fail(torch.ones(2))
 except ValueError as error:
     caught = str(error)
+try:
+    library.numbers().throw(KeyError("into a library generator"))  # before its first line
+except KeyError:
+    thrown = torch.ones(1)
+
+def unstarted():
+    first = yield torch.ones(3)
+
+passed = library.throw_into(unstarted())
 twice = library.nested(lambda y: y + 1, torch.ones(6))
 for features in DataLoader(Rows(), batch_size=4):
     out = net(features)
@@ -105,9 +123,18 @@ worker_out = []
 thread = threading.Thread(target=lambda: worker_out.append(widen(torch.ones(1, 7))))
 thread.start()
 thread.join()
-with torch.profiler.profile(with_stack=True):  # replaces the gate's profile function
+with torch.profiler.profile(with_stack=True):  # a profile function of its own, while tracing
     profiled = torch.ones(5, 5) @ torch.ones(5, 2)
 after_profile = profiled.sum(0)
+
+def scaled(t):
+    bigger = t * 3
+    return bigger.sum(1)
+
+compiled = torch.compile(scaled, backend="eager")  # torch's frame hook in front of ours
+first = compiled(torch.ones(2, 3))
+second = compiled(torch.ones(2, 3))
+after_compile = first + second
 a = torch.ones(2, 3)
 b = torch.ones(4, 5)
 c = a @ b
@@ -157,11 +184,27 @@ def test_crossings_between_user_and_library_code_are_all_recorded(tmp_path: Path
     assert line("hidden = self.fc")["hits"] == 3  # nn.Module calls the user's forward
     assert var("hidden = self.fc", "hidden")["shapes"] == [[4, 2], [2, 2]]
     assert line("twice = library.nested")["hits"] == 1
+    assert line("thrown = torch.ones")["hits"] == 1  # gen.throw() into library code
+    assert line("passed = library.throw_into")["hits"] == 1  # and into user code
+    assert all(e["line"] != line_of(main, "first = yield") for e in gated["lines"])  # unrun
     assert var("profiled = torch.ones", "profiled")["shape"] == [5, 2]  # under torch.profiler
     assert var("after_profile = ", "after_profile")["shape"] == [2]
+    assert var("after_compile = ", "after_compile")["shape"] == [2]
     assert gated["status"] == "exception"  # the shape error at the end, explained
     assert [f["kind"] for f in gated["findings"]] == [f["kind"] for f in plain["findings"]]
     assert any(f["line"] == line_of(main, "c = a @ b") for f in gated["findings"])
+
+
+@needs_gate
+def test_torch_compile_kept_chains_its_frame_hook_to_the_gate(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    project, main = _project(tmp_path)
+    gated = _traced(project, gate=True, extra=("--compile",))
+    plain = _traced(project, gate=False, extra=("--compile",))
+    assert normalised_trace(gated) == normalised_trace(plain)
+    after = next(e for e in gated["lines"] if e["line"] == line_of(main, "after_compile = "))
+    assert after["vars"][0]["shape"] == [2]  # user lines after compiled calls: traced again
+    assert any(e["line"] == line_of(main, "c = a @ b") for e in gated["lines"])
 
 
 @needs_gate
@@ -191,8 +234,9 @@ def test_the_gate_is_built_and_restores_what_was_there(tmp_path: Path) -> None:
     )
     tracer = _tracer(tmp_path)
     with pytest.raises(ZeroDivisionError), tracer:
-        assert sys.getprofile() is not None  # the gate's profile function
+        assert hooked()  # frames are evaluated through the gate
         _ = 1 / 0
+    assert not hooked()
     assert sys.gettrace() is None and sys.getprofile() is None
 
 
@@ -204,7 +248,7 @@ def test_a_tracer_already_there_gets_plain_settrace(tmp_path: Path) -> None:
     sys.settrace(theirs)
     try:
         with _tracer(tmp_path):
-            assert sys.getprofile() is None  # no gate: their tracer is chained as before
+            assert not hooked()  # no gate: their tracer is chained as before
         assert sys.gettrace() is theirs
     finally:
         sys.settrace(None)

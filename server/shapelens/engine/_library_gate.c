@@ -3,88 +3,108 @@
  * Under sys.settrace the interpreter runs every Python function in its tracing mode,
  * checking for a new line at each instruction, and calls the trace function on every
  * call: torch's ~106 Python calls of a training step cost 1.19x with a trace function
- * that does nothing. The gate keeps a *profile* function installed instead (called on
- * calls and returns only) and switches the trace function on exactly while a frame that
- * has a local tracer runs: user code, and the library frames the module tree watches.
+ * that does nothing. A profile function in its place (to see calls and returns) still
+ * keeps that mode on: 1.09-1.22x. The gate instead hooks the interpreter's frame
+ * evaluation (PEP 523, as torch.compile does), which sees every Python frame start and
+ * end with no tracing mode at all, and switches the trace function on exactly while a
+ * frame that may have a local tracer runs: user code, unknown code, and the library
+ * frames the module tree watches.
  *
- *   call of a frame:  tracing on  -> the trace function saw the call; off again when it
- *                                    gave the frame no local tracer (library code);
- *                     tracing off -> on, and the call handed to the trace function, when
- *                                    the code is user code, unknown, or watched.
- *   return of a frame (also when an exception unwinds it): tracing on when the frame it
- *                     returns to has a local tracer, off otherwise.
+ *   a frame starts:  it wants tracing (user, unknown or watched code) -> on while it
+ *                    runs, off while library code runs; the trace function then sees the
+ *                    frame's own call, lines, return and exceptions as sys.settrace would.
+ *   it ends (returns, yields or unwinds): the state before it is restored.
  *
- * The interpreter calls the trace function before the profile function on both, so a
- * frame's own call and return events are never lost. A trace function that is not ours
- * (pdb, a debugger attached later) is never touched. Events are handed to the Python
+ * A trace or profile function that is not ours (pdb, a debugger attached later, torch.profiler) is never touched; other threads
+ * are left alone (they get plain sys.settrace). Events are handed to the Python
  * functions as sys.settrace would, without building the frame's locals dict first (the
  * recorder reads frame.f_locals only on the statements it samples).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <string.h>
 #define Py_BUILD_CORE 1
-#include <internal/pycore_frame.h> /* PyFrameObject.f_trace */
+#include <internal/pycore_frame.h>   /* _PyInterpreterFrame, PyFrameObject.f_trace */
+#include <internal/pycore_pystate.h> /* _PyThreadState_UpdateTracingState */
 #undef Py_BUILD_CORE
 
 typedef struct {
     PyObject_HEAD
-    PyObject *codes;   /* id(code) -> what the recorder knows, None for library code */
-    PyObject *global;  /* the Python global trace function */
-    PyObject *watched; /* library code whose calls the global function still sees */
-    int watch_paused;  /* then only its calls made by a frame with a local tracer */
-    uintptr_t generation; /* this gate's mark in a library code's co_extra slot */
+    PyObject *codes;        /* id(code) -> what the recorder knows, None for library code */
+    PyObject *global;       /* the Python global trace function */
+    PyObject *watched;      /* library code whose calls the global function still sees */
+    int watch_paused;       /* then only its calls made by a frame with a local tracer */
+    uintptr_t generation;   /* this gate's mark in a library code's co_extra slot */
+    PyThreadState *thread;  /* the thread it traces (set by install) */
 } Gate;
 
 static PyObject *event_names[8];
 static Py_ssize_t extra_index = -1; /* our co_extra slot: "library code for gate N" */
 static uintptr_t last_generation = 0;
-static Gate *active_gate = NULL; /* the gate installed last (borrowed: cleared on removal) */
+static Gate *active_gate = NULL;    /* strong reference while installed */
+static _PyFrameEvalFunction next_eval = NULL; /* what evaluated frames before our hook */
+static int linked = 0;              /* our hook is in the interpreter's chain */
 
 static int gate_trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg);
 
-static int
+static inline int
 trace_is_ours(PyThreadState *tstate, Gate *self)
 {
     return tstate->c_tracefunc == gate_trace && tstate->c_traceobj == (PyObject *)self;
 }
 
-/* 1: calls of the code go to the global function; 0: library code; -1: error. */
-static int
-wants_calls(Gate *self, PyFrameObject *frame)
+/* Tracing on (the gate's trace function) or off in this thread; the profile function,
+   whoever's, stays. The cost of sys.settrace without its audit event and allocations. */
+static inline void
+set_tracing(PyThreadState *tstate, Gate *on)
 {
-    PyCodeObject *code = PyFrame_GetCode(frame);
-    int wanted = 1;
+    PyObject *old = tstate->c_traceobj;
+    if (on != NULL) {
+        Py_INCREF(on);
+        tstate->c_tracefunc = gate_trace;
+        tstate->c_traceobj = (PyObject *)on;
+    } else {
+        tstate->c_tracefunc = NULL;
+        tstate->c_traceobj = NULL;
+    }
+    Py_XDECREF(old);
+    _PyThreadState_UpdateTracingState(tstate);
+}
+
+/* A frame that will be (or, from the trace function, was just) called by `caller`. */
+static inline int
+has_local_tracer(_PyInterpreterFrame *caller)
+{
+    return caller != NULL && caller->frame_obj != NULL && caller->frame_obj->f_trace != NULL;
+}
+
+/* 1: frames of the code want tracing (their calls go to the global function); 0: library
+   code; -1: error. `caller` is the frame that calls it. */
+static int
+wants_tracing(Gate *self, PyCodeObject *code, _PyInterpreterFrame *caller)
+{
     void *extra = NULL;
     if ((PyObject *)code == self->watched) {
-        if (self->watch_paused) { /* only calls by user code are checked (the module tree) */
-            PyFrameObject *back = PyFrame_GetBack(frame);
-            wanted = back != NULL && back->f_trace != NULL;
-            Py_XDECREF(back);
-        }
-    } else if (extra_index >= 0 && _PyCode_GetExtra((PyObject *)code, extra_index, &extra) == 0 &&
-               (uintptr_t)extra == self->generation) {
-        wanted = 0; /* known library code: no lookup, no allocation */
-    } else {
-        PyObject *key = PyLong_FromVoidPtr(code);
-        if (key == NULL) {
-            wanted = -1;
-        } else {
-            PyObject *info = PyDict_GetItemWithError(self->codes, key); /* borrowed */
-            Py_DECREF(key);
-            if (info == Py_None) { /* the recorder never changes its mind about a code */
-                wanted = 0;
-                if (extra_index >= 0 &&
-                    _PyCode_SetExtra((PyObject *)code, extra_index, (void *)self->generation) < 0) {
-                    PyErr_Clear();
-                }
-            } else if (info == NULL && PyErr_Occurred()) {
-                wanted = -1;
-            }
-        }
+        /* paused: only calls by user code are checked (the module tree) */
+        return !self->watch_paused || has_local_tracer(caller);
     }
-    Py_DECREF(code);
-    return wanted;
+    if (extra_index >= 0 && _PyCode_GetExtra((PyObject *)code, extra_index, &extra) == 0 &&
+        (uintptr_t)extra == self->generation) {
+        return 0; /* known library code: no lookup, no allocation */
+    }
+    PyObject *key = PyLong_FromVoidPtr(code);
+    if (key == NULL) {
+        return -1;
+    }
+    PyObject *info = PyDict_GetItemWithError(self->codes, key); /* borrowed */
+    Py_DECREF(key);
+    if (info == Py_None) { /* the recorder never changes its mind about a code */
+        if (extra_index >= 0 &&
+            _PyCode_SetExtra((PyObject *)code, extra_index, (void *)self->generation) < 0) {
+            PyErr_Clear();
+        }
+        return 0;
+    }
+    return info == NULL && PyErr_Occurred() ? -1 : 1;
 }
 
 static int
@@ -93,16 +113,16 @@ gate_trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     Gate *self = (Gate *)obj;
     PyObject *callback;
     if (what == PyTrace_CALL) {
-        int wanted = wants_calls(self, frame);
-        if (wanted <= 0) {
-            return wanted;
+        int wanted = wants_tracing(self, frame->f_frame->f_code, frame->f_frame->previous);
+        if (wanted < 0) {
+            return -1;
         }
-        callback = self->global;
+        callback = wanted ? self->global : NULL;
     } else {
         callback = frame->f_trace;
-        if (callback == NULL) {
-            return 0;
-        }
+    }
+    if (callback == NULL) {
+        return 0;
     }
     PyObject *stack[3] = {(PyObject *)frame, event_names[what], arg != NULL ? arg : Py_None};
     Py_INCREF(callback);
@@ -125,58 +145,43 @@ gate_trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     return 0;
 }
 
-static int
-gate_profile(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
+/* The frame evaluation hook: tracing on while frames that want it run, off while library
+   code runs, restored when the frame ends (its caller's state). */
+static PyObject *
+gate_eval(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
 {
-    Gate *self = (Gate *)obj;
-    PyThreadState *tstate = PyThreadState_Get();
-    if (what == PyTrace_CALL) {
-        if (tstate->c_tracefunc == NULL) {
-            int wanted = wants_calls(self, frame);
-            if (wanted <= 0) {
-                return wanted;
-            }
-            PyEval_SetTrace(gate_trace, obj);
-            if (gate_trace(obj, frame, PyTrace_CALL, Py_None) < 0) {
-                return -1;
-            }
-            if (frame->f_trace == NULL) {
-                PyEval_SetTrace(NULL, NULL);
-            }
-        } else if (frame->f_trace == NULL && trace_is_ours(tstate, self)) {
-            PyEval_SetTrace(NULL, NULL);
-        }
-    } else if (what == PyTrace_RETURN) {
-        PyFrameObject *back = PyFrame_GetBack(frame); /* NULL: back to the interpreter's caller */
-        int wanted = back == NULL || back->f_trace != NULL;
-        Py_XDECREF(back);
-        if (tstate->c_tracefunc == NULL) {
-            if (wanted) {
-                PyEval_SetTrace(gate_trace, obj);
-            }
-        } else if (!wanted && trace_is_ours(tstate, self)) {
-            PyEval_SetTrace(NULL, NULL);
-        }
+    _PyFrameEvalFunction next = next_eval;
+    Gate *self = active_gate;
+    if (self == NULL || tstate != self->thread || tstate->tracing) {
+        return next(tstate, frame, throwflag);
     }
-    return 0;
-}
-
-/* Another profile function is about to replace ours (torch.profiler with with_stack=True,
-   cProfile): were tracing off now, in library code, nothing would switch it on again for
-   the user's next line. So it goes on for good: plain sys.settrace, in C, until the gate's
-   profile function is back. The interpreter audits every PyEval_SetProfile, from C too. */
-static int
-gate_audit(const char *event, PyObject *args, void *data)
-{
-    if (active_gate == NULL || strcmp(event, "sys.setprofile") != 0) {
-        return 0;
+    int tracing = trace_is_ours(tstate, self);
+    if (!tracing && tstate->c_tracefunc != NULL) {
+        return next(tstate, frame, throwflag); /* someone else's tracer: never touched */
     }
-    PyThreadState *tstate = PyThreadState_Get(); /* the thread whose profile changes */
-    if (tstate->c_profilefunc == gate_profile && tstate->c_profileobj == (PyObject *)active_gate &&
-        tstate->c_tracefunc == NULL) {
-        PyEval_SetTrace(gate_trace, (PyObject *)active_gate);
+    PyObject *type = NULL, *value = NULL, *traceback = NULL;
+    if (throwflag) { /* gen.throw(): the exception to raise in the frame is pending */
+        PyErr_Fetch(&type, &value, &traceback);
     }
-    return 0;
+    int wanted = wants_tracing(self, frame->f_code, tstate->cframe->current_frame);
+    if (wanted < 0) {
+        PyErr_Clear(); /* unknown: traced (the global function decides) */
+        wanted = 1;
+    }
+    if (throwflag) {
+        PyErr_Restore(type, value, traceback);
+    }
+    if (wanted == tracing) {
+        return next(tstate, frame, throwflag);
+    }
+    set_tracing(tstate, wanted ? self : NULL);
+    PyObject *result = next(tstate, frame, throwflag);
+    /* as before the frame, unless the gate went or another tracer came meanwhile */
+    if (active_gate == self &&
+        (tstate->c_tracefunc == NULL || trace_is_ours(tstate, self))) {
+        set_tracing(tstate, tracing ? self : NULL);
+    }
+    return result;
 }
 
 static int
@@ -192,6 +197,7 @@ gate_init(Gate *self, PyObject *args, PyObject *kwargs)
     Py_XSETREF(self->global, Py_NewRef(global));
     Py_XSETREF(self->watched, Py_NewRef(Py_None));
     self->watch_paused = 0;
+    self->thread = NULL;
     self->generation = ++last_generation; /* marks of earlier gates no longer count */
     return 0;
 }
@@ -199,9 +205,6 @@ gate_init(Gate *self, PyObject *args, PyObject *kwargs)
 static void
 gate_dealloc(Gate *self)
 {
-    if (active_gate == self) {
-        active_gate = NULL;
-    }
     Py_XDECREF(self->codes);
     Py_XDECREF(self->global);
     Py_XDECREF(self->watched);
@@ -218,25 +221,47 @@ gate_call(Gate *self, PyObject *args, PyObject *kwargs)
 static PyObject *
 gate_install(Gate *self, PyObject *unused)
 {
-    active_gate = self;
-    PyEval_SetProfile(gate_profile, (PyObject *)self);
-    PyEval_SetTrace(gate_trace, (PyObject *)self);
+    PyThreadState *tstate = PyThreadState_Get();
+    if (!linked) {
+        /* torch.compile links its own hook in front of ours later, and calls ours */
+        next_eval = _PyInterpreterState_GetEvalFrameFunc(tstate->interp);
+        _PyInterpreterState_SetEvalFrameFunc(tstate->interp, gate_eval);
+        linked = 1;
+    }
+    self->thread = tstate;
+    Py_XSETREF(active_gate, (Gate *)Py_NewRef(self));
+    set_tracing(tstate, self); /* the frame that installs it is user code */
     Py_RETURN_NONE;
+}
+
+static void
+deactivate(Gate *self)
+{
+    PyThreadState *tstate = PyThreadState_Get();
+    if (trace_is_ours(tstate, self)) {
+        set_tracing(tstate, NULL);
+    }
+    if (active_gate == self) {
+        Py_CLEAR(active_gate); /* the hook, still linked, passes frames through */
+    }
 }
 
 static PyObject *
 gate_uninstall(Gate *self, PyObject *unused)
 {
-    PyThreadState *tstate = PyThreadState_Get();
-    if (tstate->c_profilefunc == gate_profile && tstate->c_profileobj == (PyObject *)self) {
-        PyEval_SetProfile(NULL, NULL);
-    }
-    if (trace_is_ours(tstate, self)) {
-        PyEval_SetTrace(NULL, NULL);
-    }
-    if (active_gate == self) {
-        active_gate = NULL;
-    }
+    deactivate(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+gate_remove(Gate *self, PyObject *unused)
+{
+    deactivate(self);
+    PyInterpreterState *interp = PyThreadState_Get()->interp;
+    if (active_gate == NULL && linked && _PyInterpreterState_GetEvalFrameFunc(interp) == gate_eval) {
+        _PyInterpreterState_SetEvalFrameFunc(interp, next_eval);
+        linked = 0;
+    } /* else a hook in front of ours calls it (torch.compile's): it stays, passing through */
     Py_RETURN_NONE;
 }
 
@@ -260,9 +285,11 @@ gate_pause_watch(Gate *self, PyObject *paused)
 
 static PyMethodDef gate_methods[] = {
     {"install", (PyCFunction)gate_install, METH_NOARGS,
-     "Install the gate in this thread (its profile function, and tracing on)."},
+     "Install the gate for this thread (its frame hook, and tracing on)."},
     {"uninstall", (PyCFunction)gate_uninstall, METH_NOARGS,
-     "Remove the gate's profile and trace functions from this thread, where they are ours."},
+     "Tracing off where it is ours, until install(); the frame hook passes frames through."},
+    {"remove", (PyCFunction)gate_remove, METH_NOARGS,
+     "uninstall(), and the interpreter evaluates frames as before the first install()."},
     {"watch", (PyCFunction)gate_watch, METH_O,
      "Calls of this (library) code go to the global function too."},
     {"pause_watch", (PyCFunction)gate_pause_watch, METH_O,
@@ -283,8 +310,21 @@ static PyTypeObject GateType = {
     .tp_methods = gate_methods,
 };
 
+static PyObject *
+hooked(PyObject *module, PyObject *unused)
+{
+    return PyBool_FromLong(linked);
+}
+
+static PyMethodDef module_methods[] = {
+    {"hooked", hooked, METH_NOARGS,
+     "Whether the interpreter's frame evaluation goes through the gate's hook."},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef gate_module = {
     PyModuleDef_HEAD_INIT, "_library_gate", "sys.settrace that is off in library code.", -1,
+    module_methods,
 };
 
 PyMODINIT_FUNC
@@ -310,16 +350,6 @@ PyInit__library_gate(void)
         return NULL;
     }
     if (PyModule_AddObjectRef(module, "Gate", (PyObject *)&GateType) < 0) {
-        Py_DECREF(module);
-        return NULL;
-    }
-    /* Without the audit hook a displaced profile function would leave lines untraced:
-       PROTECTED tells the tracer whether the gate may be used. */
-    int protected = PySys_AddAuditHook(gate_audit, NULL) == 0;
-    if (!protected) {
-        PyErr_Clear();
-    }
-    if (PyModule_AddObjectRef(module, "PROTECTED", protected ? Py_True : Py_False) < 0) {
         Py_DECREF(module);
         return NULL;
     }

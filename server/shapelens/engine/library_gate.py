@@ -18,10 +18,13 @@ class Gate(Protocol):
     """What ``_library_gate.Gate(codes, global_function)`` offers."""
 
     def install(self) -> None:
-        """Install in this thread: the gate's profile function, and tracing on."""
+        """Install for this thread: the gate's frame hook, and tracing on."""
 
     def uninstall(self) -> None:
-        """Remove the gate's profile and trace functions from this thread (where ours)."""
+        """Tracing off where it is ours, until ``install()`` (the hook passes through)."""
+
+    def remove(self) -> None:
+        """``uninstall()``, and frames evaluated as before the first ``install()``."""
 
     def watch(self, code: CodeType) -> None:
         """Calls of ``code`` (library code) go to the global function too."""
@@ -43,7 +46,15 @@ def new_gate(
         from shapelens.engine import _library_gate  # type: ignore[attr-defined]
     except ImportError:
         return None
-    if not _library_gate.PROTECTED:
-        return None  # an audit hook was refused: a displaced profile function is not seen
     gate: Gate = _library_gate.Gate(codes, global_function)
     return gate
+
+
+def hooked() -> bool:
+    """Whether the interpreter evaluates frames through a gate's hook (linked by the first
+    gate installed; unlinked when it is removed, unless another hook came in front)."""
+    try:
+        from shapelens.engine import _library_gate  # type: ignore[attr-defined]
+    except ImportError:
+        return False
+    return bool(_library_gate.hooked())

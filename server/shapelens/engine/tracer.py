@@ -33,8 +33,8 @@ class Tracer:
         self._previous_threading: Any = None
         self._installed: TraceFunction | None = None
         self._gate: Gate | None = None
-        """Installed instead of ``_installed`` in the tracing thread when nothing traced or
-        profiled before us: tracing off while library code runs (see library_gate)."""
+        """Installed instead of ``_installed`` in the tracing thread when nothing traced
+        before us: tracing off while library code runs (see library_gate)."""
         self._watched: CodeType | None = None
         self._watched_tracer: TraceFunction | None = None
         self._watch_paused = False
@@ -50,7 +50,7 @@ class Tracer:
         ours = self._global_function()
         installed = ours if self._previous is None else self._chained(self._previous, ours)
         self._installed = installed
-        if self._previous is None and sys.getprofile() is None:
+        if self._previous is None:
             self._gate = new_gate(self._codes, ours)
             if self._gate is not None and self._watched is not None:
                 self._gate.watch(self._watched)
@@ -71,6 +71,12 @@ class Tracer:
             self._gate.uninstall()
         _settrace(self._previous)  # a chained tracer (debugpy) keeps tracing
 
+    def _uninstall_for_good(self) -> None:
+        self._uninstall()
+        if self._gate is not None:
+            self._gate.remove()
+            self._gate = None
+
     def _resume(self) -> None:
         if self._installed is not None:  # not after forked()
             self._install()
@@ -80,7 +86,7 @@ class Tracer:
         resume it), and the import function is the original again."""
         self._installed = None
         self._imports.remove()
-        self._uninstall()
+        self._uninstall_for_good()
         _settrace(None)
         threading.settrace(None)
 
@@ -88,8 +94,7 @@ class Tracer:
         """Restore the tracers that were there before, and detach from running frames."""
         self._imports.remove()
         self.events.stop_listening()
-        self._uninstall()
-        self._gate = None
+        self._uninstall_for_good()
         threading.settrace(self._previous_threading)
         frame: FrameType | None = sys._getframe()
         while frame is not None:
