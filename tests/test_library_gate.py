@@ -218,6 +218,35 @@ def test_the_samples_trace_the_same_with_the_gate(sample: str, tmp_path: Path) -
     assert normalised_trace(gated.trace) == normalised_trace(plain.trace)
 
 
+DEEP = """
+import sys
+sys.setrecursionlimit(60000)
+
+def down(n):
+    if n == 0:
+        return 0
+    below = down(n - 1)
+    return below + 1
+
+depth = down(50000)
+"""
+
+
+@needs_gate
+def test_deep_recursion_falls_back_to_plain_settrace(tmp_path: Path) -> None:
+    """Under the hook every Python call takes C stack: 50,000 nested calls would overflow
+    it (a segfault) where plain sys.settrace, which inlines them, runs fine."""
+    main = tmp_path / "main.py"
+    main.write_text(DEEP)
+    gated = run_cli("--quiet", "--backend", "settrace", "main.py", cwd=tmp_path)
+    assert gated.returncode == 0, gated.stderr
+    plain = run_cli("--quiet", "--backend", "settrace", "main.py", cwd=tmp_path, env=NO_GATE)
+    assert gated.trace is not None and plain.trace is not None
+    assert normalised_trace(gated.trace) == normalised_trace(plain.trace)
+    below = next(e for e in gated.trace["lines"] if e["line"] == line_of(main, "below = down"))
+    assert below["hits"] == 50000
+
+
 def _tracer(tmp_path: Path) -> Tracer:
     events = FrameEvents(
         scope=UserCodeScope(ScopeConfig(root=str(tmp_path))),

@@ -15,6 +15,12 @@
  *                    frame's own call, lines, return and exceptions as sys.settrace would.
  *   it ends (returns, yields or unwinds): the state before it is restored.
  *
+ * The interpreter does not inline Python calls while a hook is set: each costs some C
+ * stack (about 0.5 KB). Past MAX_DEPTH frames nested in the hook, which only a program
+ * that raised the recursion limit reaches, the gate falls back to plain sys.settrace for
+ * the rest of the run (tracing on, the hook unlinked), so deep recursion cannot overflow
+ * the C stack.
+ *
  * A trace or profile function that is not ours (pdb, a debugger attached later, torch.profiler) is never touched; other threads
  * are left alone (they get plain sys.settrace). Events are handed to the Python
  * functions as sys.settrace would, without building the frame's locals dict first (the
@@ -35,7 +41,10 @@ typedef struct {
     int watch_paused;       /* then only its calls made by a frame with a local tracer */
     uintptr_t generation;   /* this gate's mark in a library code's co_extra slot */
     PyThreadState *thread;  /* the thread it traces (set by install) */
+    int plain;              /* fell back to plain sys.settrace (deep recursion) */
 } Gate;
+
+#define MAX_DEPTH 1200 /* frames nested in the hook; the default recursion limit is 1000 */
 
 static PyObject *event_names[8];
 static Py_ssize_t extra_index = -1; /* our co_extra slot: "library code for gate N" */
@@ -43,6 +52,7 @@ static uintptr_t last_generation = 0;
 static Gate *active_gate = NULL;    /* strong reference while installed */
 static _PyFrameEvalFunction next_eval = NULL; /* what evaluated frames before our hook */
 static int linked = 0;              /* our hook is in the interpreter's chain */
+static int depth = 0;               /* frames of the traced thread nested in the hook */
 
 static int gate_trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg);
 
@@ -145,20 +155,58 @@ gate_trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     return 0;
 }
 
+static PyObject *gate_eval(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag);
+
+static void
+unlink_hook(PyInterpreterState *interp)
+{
+    if (linked && _PyInterpreterState_GetEvalFrameFunc(interp) == gate_eval) {
+        _PyInterpreterState_SetEvalFrameFunc(interp, next_eval);
+        linked = 0;
+    } /* else a hook in front of ours calls it (torch.compile's): it stays, passing through */
+}
+
+/* Plain sys.settrace from now on (calls are inlined again); frames still inside the hook
+   leave the state as it is when they end. */
+static void
+fall_back(Gate *self, PyThreadState *tstate)
+{
+    self->plain = 1;
+    set_tracing(tstate, self);
+    Py_CLEAR(active_gate);
+    unlink_hook(tstate->interp);
+}
+
+static PyObject *
+evaluate(Gate *self, PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag);
+
 /* The frame evaluation hook: tracing on while frames that want it run, off while library
    code runs, restored when the frame ends (its caller's state). */
 static PyObject *
 gate_eval(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
 {
-    _PyFrameEvalFunction next = next_eval;
     Gate *self = active_gate;
     if (self == NULL || tstate != self->thread || tstate->tracing) {
-        return next(tstate, frame, throwflag);
+        return next_eval(tstate, frame, throwflag);
     }
+    if (!trace_is_ours(tstate, self) && tstate->c_tracefunc != NULL) {
+        return next_eval(tstate, frame, throwflag); /* someone else's tracer: never touched */
+    }
+    if (depth >= MAX_DEPTH) {
+        fall_back(self, tstate);
+        return next_eval(tstate, frame, throwflag);
+    }
+    depth++;
+    PyObject *result = evaluate(self, tstate, frame, throwflag);
+    depth--;
+    return result;
+}
+
+static PyObject *
+evaluate(Gate *self, PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
+{
+    _PyFrameEvalFunction next = next_eval;
     int tracing = trace_is_ours(tstate, self);
-    if (!tracing && tstate->c_tracefunc != NULL) {
-        return next(tstate, frame, throwflag); /* someone else's tracer: never touched */
-    }
     PyObject *type = NULL, *value = NULL, *traceback = NULL;
     if (throwflag) { /* gen.throw(): the exception to raise in the frame is pending */
         PyErr_Fetch(&type, &value, &traceback);
@@ -198,6 +246,7 @@ gate_init(Gate *self, PyObject *args, PyObject *kwargs)
     Py_XSETREF(self->watched, Py_NewRef(Py_None));
     self->watch_paused = 0;
     self->thread = NULL;
+    self->plain = 0;
     self->generation = ++last_generation; /* marks of earlier gates no longer count */
     return 0;
 }
@@ -222,6 +271,10 @@ static PyObject *
 gate_install(Gate *self, PyObject *unused)
 {
     PyThreadState *tstate = PyThreadState_Get();
+    if (self->plain) {
+        set_tracing(tstate, self);
+        Py_RETURN_NONE;
+    }
     if (!linked) {
         /* torch.compile links its own hook in front of ours later, and calls ours */
         next_eval = _PyInterpreterState_GetEvalFrameFunc(tstate->interp);
@@ -257,11 +310,9 @@ static PyObject *
 gate_remove(Gate *self, PyObject *unused)
 {
     deactivate(self);
-    PyInterpreterState *interp = PyThreadState_Get()->interp;
-    if (active_gate == NULL && linked && _PyInterpreterState_GetEvalFrameFunc(interp) == gate_eval) {
-        _PyInterpreterState_SetEvalFrameFunc(interp, next_eval);
-        linked = 0;
-    } /* else a hook in front of ours calls it (torch.compile's): it stays, passing through */
+    if (active_gate == NULL) {
+        unlink_hook(PyThreadState_Get()->interp);
+    }
     Py_RETURN_NONE;
 }
 
