@@ -21,10 +21,11 @@
  * the rest of the run (tracing on, the hook unlinked), so deep recursion cannot overflow
  * the C stack.
  *
- * A trace or profile function that is not ours (pdb, a debugger attached later, torch.profiler) is never touched; other threads
- * are left alone (they get plain sys.settrace). Events are handed to the Python
- * functions as sys.settrace would, without building the frame's locals dict first (the
- * recorder reads frame.f_locals only on the statements it samples).
+ * A trace or profile function that is not ours (pdb, a debugger attached later,
+ * torch.profiler) is never touched; other threads are left alone (they get plain
+ * sys.settrace). Events are handed to the Python functions as sys.settrace would, without
+ * building the frame's locals dict first (the recorder reads frame.f_locals only on the
+ * statements it samples).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
