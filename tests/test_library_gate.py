@@ -158,13 +158,19 @@ def _traced(project: Path, *, gate: bool, extra: tuple[str, ...] = ()) -> dict[s
     return run.trace
 
 
+def _gated_and_plain(project: Path, *extra: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The program traced with the gate and without it: the same trace."""
+    gated = _traced(project, gate=True, extra=extra)
+    plain = _traced(project, gate=False, extra=extra)
+    assert normalised_trace(gated) == normalised_trace(plain)
+    return gated, plain
+
+
 @needs_gate
 def test_crossings_between_user_and_library_code_are_all_recorded(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     project, main = _project(tmp_path)
-    gated = _traced(project, gate=True, extra=("--modules",))
-    plain = _traced(project, gate=False, extra=("--modules",))
-    assert normalised_trace(gated) == normalised_trace(plain)
+    gated, plain = _gated_and_plain(project, "--modules")
     assert gated["modules"] == plain["modules"]
 
     def line(text: str) -> dict[str, Any]:
@@ -199,9 +205,7 @@ def test_crossings_between_user_and_library_code_are_all_recorded(tmp_path: Path
 def test_torch_compile_kept_chains_its_frame_hook_to_the_gate(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     project, main = _project(tmp_path)
-    gated = _traced(project, gate=True, extra=("--compile",))
-    plain = _traced(project, gate=False, extra=("--compile",))
-    assert normalised_trace(gated) == normalised_trace(plain)
+    gated, _ = _gated_and_plain(project, "--compile")
     after = next(e for e in gated["lines"] if e["line"] == line_of(main, "after_compile = "))
     assert after["vars"][0]["shape"] == [2]  # user lines after compiled calls: traced again
     assert any(e["line"] == line_of(main, "c = a @ b") for e in gated["lines"])
