@@ -6,15 +6,25 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
 
+from shapelens.engine.findings import FindingsConfig
+from shapelens.engine.frame_events import FrameEvents
+from shapelens.engine.module_tree import ModuleTree
+from shapelens.engine.recorder import Recorder
+from shapelens.engine.scope import ScopeConfig, UserCodeScope
+from shapelens.engine.source_map import SourceMaps
+from shapelens.engine.tracer import Tracer
 from shapelens.present.modules import count_text
 from shapelens.trace import trace_from_json
 from shapelens.trace.codec import SCHEMA_PATH
 
 from conftest import line_of, run_cli
+
+HERE = str(Path(__file__).parent)
 
 BLOCK = """
 class Block(nn.Module):
@@ -334,6 +344,38 @@ def test_a_slot_tells_what_is_new() -> None:
     assert slot.observe(torch.ones(5, 4, dtype=torch.float64))
     assert slot.would_be_new(torch.ones(5, 4, 1)) and slot.observe(torch.ones(5, 4, 1))
     assert slot.to_json()["dim_ranges"] is None  # the number of dims varied
+
+
+def test_a_flush_in_the_middle_of_a_module_call_never_sends_it_half_read_for_good() -> None:
+    """The child's flusher thread may drain the tree at any bytecode, also while a call's
+    tensors are being read: the call is sent again once it is whole."""
+    torch = pytest.importorskip("torch")
+    tree = ModuleTree(UserCodeScope(ScopeConfig(root=HERE, functions=("call",))), SourceMaps())
+    sent: list[Any] = []
+
+    class ShapeReadWhileFlushed(torch.Tensor):  # type: ignore[misc]
+        @property
+        def shape(self) -> Any:
+            sent.append(tree.drain())
+            return super().shape
+
+    class Widen(torch.nn.Module):  # type: ignore[misc]
+        def forward(self, x: Any) -> Any:
+            return torch.cat([x, x], dim=1).as_subclass(ShapeReadWhileFlushed)
+
+    def call(module: Any) -> None:
+        module(torch.ones(2, 3))
+
+    recorder = Recorder()
+    events = FrameEvents(scope=tree.scope, recorder=recorder, findings=FindingsConfig())
+    tracer = Tracer(events)
+    tree.install(tracer, events)
+    with tracer:
+        call(Widen())
+    sent.append(tree.drain())  # the run's last flush
+    latest = [message for message in sent if message is not None][-1]
+    (widen,) = latest["entries"]
+    assert widen["calls"] == 1 and widen["outputs"][0]["shape"] == [2, 6]
 
 
 UNREAD_SHAPE = """

@@ -21,9 +21,9 @@ from shapelens.engine.tracer import Tracer
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def make_tracer() -> tuple[Tracer, Recorder]:
+def make_tracer(function: str = "traced_function") -> tuple[Tracer, Recorder]:
     recorder = Recorder()
-    scope = UserCodeScope(ScopeConfig(root=HERE, functions=("traced_function",)))
+    scope = UserCodeScope(ScopeConfig(root=HERE, functions=(function,)))
     events = FrameEvents(scope=scope, recorder=recorder, findings=FindingsConfig())
     return Tracer(events), recorder
 
@@ -98,3 +98,36 @@ def test_threads_started_by_user_code_are_traced() -> None:
         worker.start()
         worker.join()
     assert stats_of(recorder, "step").hits == 4
+
+
+class ReadWhileFlushed:
+    """An array whose shape, read last, is read while the child's flusher thread drains the
+    recorder: a thread switch there is rare but possible at any bytecode (a CI run lost a
+    loss's shape to one)."""
+
+    dtype = np.dtype("float32")
+
+    def __init__(self, recorder: Recorder, sent: list[Any]) -> None:
+        self.recorder = recorder
+        self.sent = sent
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        self.sent.extend(self.recorder.drain())
+        return (2, 3)
+
+
+def read_once(recorder: Recorder, sent: list[Any]) -> None:
+    value = ReadWhileFlushed(recorder, sent)
+    del value
+
+
+def test_a_flush_in_the_middle_of_a_read_never_sends_it_half_read_for_good() -> None:
+    tracer, recorder = make_tracer("read_once")
+    sent: list[Any] = []
+    with tracer:
+        read_once(recorder, sent)
+    sent.extend(recorder.drain())  # the run's last flush
+    latest = {tuple(e[:3]): e for m in sent if m["t"] == "vars" for e in m["entries"]}
+    (entry,) = (e for (_, _, name), e in latest.items() if name == "value")
+    assert entry[4] == [2, 3] and entry[5] == "float32" and entry[8] == 1

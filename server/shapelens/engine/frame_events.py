@@ -468,13 +468,15 @@ class FrameEvents:
             stats = table[name] = self.recorder.new_stats(info.file, line, name, tp)
             stats.is_argument = argument
         stats.type = tp
-        if not counted or stats.hits == 0:
-            stats.hits += 1
+        # The hit is counted last, once everything it read is in place: the flusher thread
+        # sends a record when its hits changed, and must not send one half-updated for good.
+        hit = stats.hits + 1 if not counted or stats.hits == 0 else stats.hits
         if kind == values.NUMBER:
             # Only a new type counts as a change: a counter's every value would keep the
             # line read densely. Values are never checked for NaN/Inf (`best = float("inf")`).
             stats.note_number(value)
-            stats.remember(value)
+            stats.remember(value, hit)
+            stats.hits = hit
             return changed
         dtype, device = stats.dtype, stats.device
         try:
@@ -498,7 +500,7 @@ class FrameEvents:
         except Exception:
             shape = None  # nested tensors and odd objects: keep what could be read
         if shape is not None and not shape:
-            _remember_scalar(stats, value, kind, self.scalars_on_gpu)
+            _remember_scalar(stats, value, kind, self.scalars_on_gpu, hit)
         if shape != stats.shape:
             stats.shape = shape
             shapes = stats.shapes
@@ -508,7 +510,7 @@ class FrameEvents:
                 changed = True
                 if len(shapes) < MAX_SHAPES:
                     shapes.append(shape)
-            stats.count_shape(shapes.index(shape) if shape in shapes else -1)
+            stats.count_shape(shapes.index(shape) if shape in shapes else -1, hit)
         if dtype != stats.dtype or device != stats.device:
             changed = True
         if tp not in self._unweakrefable:
@@ -516,8 +518,9 @@ class FrameEvents:
                 stats.ref = weakref.ref(value)
             except TypeError:
                 self._unweakrefable.add(tp)
-        if checked and self._nonfinite and stats.hits >= stats.next_nonfinite_check:
-            stats.next_nonfinite_check = stats.hits * 2
+        stats.hits = hit
+        if checked and self._nonfinite and hit >= stats.next_nonfinite_check:
+            stats.next_nonfinite_check = hit * 2
             self._check_nonfinite(stats, value, kind)
         return changed
 
@@ -830,7 +833,7 @@ def _attribute_path(scope: dict[str, Any], frame: FrameType, path: str) -> Any:
     return value
 
 
-def _remember_scalar(stats: VarStats, value: Any, kind: int, on_gpu: bool) -> None:
+def _remember_scalar(stats: VarStats, value: Any, kind: int, on_gpu: bool, hit: int) -> None:
     """A 0-dim tensor or array (a loss) on the CPU: its value joins the history. One on
     another device only when ``on_gpu`` (reading it synchronises the device; a meta or fake
     tensor has no value); complex values have no order."""
@@ -841,8 +844,8 @@ def _remember_scalar(stats: VarStats, value: Any, kind: int, on_gpu: bool) -> No
                 return
             if value.dtype.is_complex:
                 return
-            stats.remember(float(value.item()))
+            stats.remember(float(value.item()), hit)
         elif getattr(value.dtype, "kind", "") in ("b", "i", "u", "f"):
-            stats.remember(float(value))
+            stats.remember(float(value), hit)
     except Exception:
         return

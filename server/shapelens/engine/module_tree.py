@@ -275,8 +275,9 @@ class ModuleTree:
             if tick == stats.woke_at:
                 stats.estimated -= 1  # estimated already
         stats.calls += 1
-        self._changed = True
-        if _observe_call(stats, args, output, self._tensor):
+        new_run = _observe_call(stats, args, output, self._tensor)
+        self._changed = True  # after the call is in place: the flusher thread sends on it
+        if new_run:
             self._run += 1  # another run begins
             self._members = self._settled = 0
             return

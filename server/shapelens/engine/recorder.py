@@ -98,10 +98,10 @@ class VarStats:
             elif dim > bounds[1]:
                 bounds[1] = int(dim)
 
-    def count_shape(self, index: int) -> None:
-        """The shape changed on this hit to ``shapes[index]``: the run of the previous one
+    def count_shape(self, index: int, hit: int) -> None:
+        """The shape changed on ``hit`` to ``shapes[index]``: the run of the previous one
         ended on the hit before (counted per run of equal shapes, not per read)."""
-        ended = self.hits - 1
+        ended = hit - 1
         previous = self.shape_index
         if previous >= 0:
             self.shape_hits[previous] += ended - self.shape_since
@@ -129,15 +129,15 @@ class VarStats:
         elif value > number[2]:
             number[2] = value
 
-    def remember(self, value: float) -> None:
-        """A scalar was read on hit ``self.hits``: keep it when ``history_stride`` hits have
-        passed since the last point kept (points evenly spaced in hits, not in reads);
-        else the latest point becomes this value."""
-        if self.hits < self.history_next:
+    def remember(self, value: float, hit: int) -> None:
+        """A scalar was read on ``hit``: keep it when ``history_stride`` hits have passed
+        since the last point kept (points evenly spaced in hits, not in reads); else the
+        latest point becomes this value."""
+        if hit < self.history_next:
             if self.history:
                 self.history[-1] = value  # the last point is always the latest value read
             return
-        self.history_next = self.hits + self.history_stride
+        self.history_next = hit + self.history_stride
         history = self.history
         history.append(value)
         if len(history) >= HISTORY_POINTS:
