@@ -278,10 +278,10 @@ class Recorder:
                     stats.sent_hits = 0
         if changed:
             out.append(messages.vars_(changed))
-        total_sampled = sum(len(lines) for lines in self.sampled.values())
-        if total_sampled != self._sent_sampled:
-            self._sent_sampled = total_sampled
-            entries = [[f, line] for f, lines in list(self.sampled.items()) for line in lines]
+        # Copies: the program's thread adds lines while this one (the flusher) reads.
+        entries = [[f, line] for f, lines in list(self.sampled.items()) for line in list(lines)]
+        if len(entries) != self._sent_sampled:
+            self._sent_sampled = len(entries)
             out.append(messages.sampled(entries))
         if len(self.findings) > self._sent_findings:
             new = self.findings[self._sent_findings :]

@@ -124,7 +124,8 @@ class ChildRun:
                 if not request:  # the parent is gone: don't outlive it
                     os.kill(os.getpid(), signal.SIGKILL)
                 if b"stop" in request:
-                    self.flush()
+                    with contextlib.suppress(Exception):  # the ack is sent regardless
+                        self.flush()
                     self.writer.send(messages.stopped())
                     if self._on_stopped is not None:
                         self._on_stopped()
