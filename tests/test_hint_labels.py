@@ -9,7 +9,7 @@ import pytest
 
 from shapelens.present.labels import var_label
 from shapelens.present.markdown import var_table
-from shapelens.trace import TracedVar
+from shapelens.trace import TracedVar, trace_from_json
 
 from conftest import line_of, run_cli
 
@@ -272,6 +272,31 @@ def test_hover_of_a_course() -> None:
     hover = var_table(loss)
     assert "| course | `█▄▃▂▁▁▁▁▁▁` |" in hover
     assert "| first → last | `25.8 → 2.2` |" in hover and "| min ‥ max | `2.2 ‥ 25.8` |" in hover
+
+
+LABELS = """
+import torch
+
+labels = torch.tensor([3, 1, 4, 1, 5, 9, 2, 6])
+for index in range(8):
+    label = labels[index]
+    above = label > 2
+"""
+
+
+def test_an_integer_or_bool_scalar_shows_its_value_as_one(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A Dataset's class label (a 0-dim i64 tensor) is ``6``, not ``6.0``."""
+    pytest.importorskip("torch")
+    main = script(LABELS)
+    run = run_cli("main.py", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert listing_hint(run.stderr, "label = labels[index]").startswith("label 6 "), run.stderr
+    assert listing_hint(run.stderr, "above = label > 2").startswith("above True "), run.stderr
+    trace = trace_from_json(run.trace)
+    (traced,) = (t for t in trace.lines if t.line == line_of(main, "label = labels[index]"))
+    label = next(var for var in traced.vars if var.name == "label")
+    assert "| first → last | `3 → 6` |" in var_table(label)
+    assert "| min ‥ max | `1 ‥ 9` |" in var_table(label)
 
 
 ATTENTION = """

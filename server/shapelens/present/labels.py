@@ -28,6 +28,7 @@ from shapelens.present.shapes import (
     number_range_text,
     number_text,
     ranged_shape_text,
+    scalar_text,
     shape_text,
     sparkline,
 )
@@ -141,7 +142,7 @@ class FileHints:
             return var.name, per_rank
         parts = [_shapes_text(var)]
         if var.history and (course := sparkline(var.history)):
-            parts = [number_text(var.history[-1]), course]
+            parts = [scalar_text(var.history[-1], var.dtype), course]
         usual = self._usual
         if var.dtype is not None and var.dtype != usual.dtype:
             parts.append(dtype_text(var.dtype))
@@ -268,7 +269,8 @@ def var_label(var: TracedVar, sampled: bool = False) -> str:
         return f"{var.name} {per_rank}"
     parts = [var.name, _shapes_text(var)]
     if var.history and (course := sparkline(var.history)):
-        parts[1:] = [number_text(var.history[-1]), course]  # a scalar (a loss): its course
+        # A scalar (a loss): its course.
+        parts[1:] = [scalar_text(var.history[-1], var.dtype), course]
     parts.append(dtype_text(var.dtype))
     if var.device is not None:
         parts.append(var.device)

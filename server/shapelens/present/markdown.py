@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from shapelens.present.shapes import number_text, ranged_shape_text, shape_text, sparkline
+from shapelens.present.shapes import (
+    number_text,
+    ranged_shape_text,
+    scalar_text,
+    shape_text,
+    sparkline,
+)
 from shapelens.trace import TracedVar
 
 SAMPLED_NOTE = (
@@ -89,10 +95,13 @@ def _course(var: TracedVar) -> list[tuple[str, str]]:
     line = sparkline(history, width=32)
     if not line:
         return []
+    dtype = var.dtype
+    first, last = scalar_text(history[0], dtype), scalar_text(history[-1], dtype)
+    low, high = scalar_text(min(history), dtype), scalar_text(max(history), dtype)
     return [
         ("course", line),
-        ("first → last", f"{number_text(history[0])} → {number_text(history[-1])}"),
-        ("min ‥ max", f"{number_text(min(history))} ‥ {number_text(max(history))}"),
+        ("first → last", f"{first} → {last}"),
+        ("min ‥ max", f"{low} ‥ {high}"),
     ]
 
 

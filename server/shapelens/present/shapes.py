@@ -71,6 +71,17 @@ def number_text(value: float) -> str:
     return text if any(c in text for c in ".enai") else f"{text}.0"  # 0.0 stays a float
 
 
+def scalar_text(value: float, dtype: str | None) -> str:
+    """A 0-dim tensor's or array's value, read as a float: ``3`` and ``True`` when its dtype
+    is an integer or bool one (a label, a class index, a mask), else like a number."""
+    if dtype is not None and math.isfinite(value) and value == int(value):
+        if dtype == "bool":
+            return str(bool(value))
+        if dtype.startswith(("int", "uint")):
+            return str(int(value))
+    return number_text(value)
+
+
 def number_range_text(low: float, high: float) -> str:
     """``0‥999``, or ``False‥True``."""
     return f"{number_text(low)}‥{number_text(high)}"
