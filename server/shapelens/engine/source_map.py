@@ -15,6 +15,7 @@ import tokenize
 from dataclasses import dataclass, field
 from typing import Any
 
+from shapelens.engine.findings.elementwise import OPERATOR_OF_NAME
 from shapelens.engine.findings.intent import reduced_to_scalar, shaping_of
 from shapelens.engine.scope import UserCodeScope
 
@@ -161,8 +162,23 @@ def _has_elementwise(stmt: ast.stmt) -> bool:
     return any(
         (isinstance(n, ast.BinOp) and type(n.op) in _ELEMENTWISE_OPS)
         or (isinstance(n, ast.Compare) and type(n.ops[0]) in _COMPARISONS)
+        or _called_operator(n) is not None
         for n in ast.walk(stmt)
     )
+
+
+def _called_operator(node: ast.AST) -> tuple[str, ast.expr, ast.expr] | None:
+    """``a.eq(b)`` and ``torch.eq(a, b)``: the operator (``==``) and its two operands."""
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return None
+    symbol = OPERATOR_OF_NAME.get(node.func.attr)
+    if symbol is None or any(isinstance(arg, ast.Starred) for arg in node.args):
+        return None
+    if len(node.args) == 1:
+        return symbol, node.func.value, node.args[0]
+    if len(node.args) == 2 and isinstance(node.func.value, ast.Name):  # a module's function
+        return symbol, node.args[0], node.args[1]
+    return None
 
 
 def _header_end(node: ast.stmt) -> int:
@@ -236,7 +252,8 @@ def _elementwise_candidates(
 
 
 def _op_sites(stmt: ast.stmt, source: str, parents: dict[ast.AST, ast.AST]) -> tuple[OpSite, ...]:
-    """Every elementwise operator and comparison, in the order Python evaluates them."""
+    """Every elementwise operator and comparison (``a - b``, ``a.sub(b)``, ``torch.sub(a, b)``),
+    in the order Python evaluates them."""
     sites: list[OpSite] = []
 
     def text(node: ast.AST) -> str:
@@ -256,6 +273,8 @@ def _op_sites(stmt: ast.stmt, source: str, parents: dict[ast.AST, ast.AST]) -> t
             and type(node.ops[0]) in _COMPARISONS
         ):
             pair = (_COMPARISONS[type(node.ops[0])], node.left, node.comparators[0])
+        else:
+            pair = _called_operator(node)
         if pair is None:
             return
         op, left, right = pair

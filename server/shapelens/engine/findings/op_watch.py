@@ -17,26 +17,11 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from shapelens.engine.findings.elementwise import OPERATOR_NAMES
+
 # torch function name → (operator as written, operands reversed)
 _OPS: dict[str, tuple[str, bool]] = {}
-for _symbol, _names in {
-    "+": ("add",),
-    "-": ("sub", "subtract"),
-    "*": ("mul", "multiply"),
-    "/": ("div", "true_divide", "divide"),
-    "//": ("floor_divide",),
-    "%": ("remainder", "mod"),
-    "**": ("pow",),
-    "&": ("and", "bitwise_and"),
-    "|": ("or", "bitwise_or"),
-    "^": ("xor", "bitwise_xor"),
-    "==": ("eq",),
-    "!=": ("ne",),
-    "<": ("lt",),
-    "<=": ("le",),
-    ">": ("gt",),
-    ">=": ("ge",),
-}.items():
+for _symbol, _names in OPERATOR_NAMES.items():
     for _name in _names:
         _OPS[_name] = (_symbol, False)
         _OPS[f"__{_name}__"] = (_symbol, False)
