@@ -96,10 +96,6 @@ class KernelTraceFiles:
         self._seen = now
         return Scan(changed=changed, gone=gone)
 
-    def forget(self) -> None:
-        """Everything counts as new at the next scan."""
-        self._seen.clear()
-
 
 def read_kernel_trace(path: str) -> Trace | None:
     """The trace in ``path``, or None when it cannot be read as one (never raises)."""

@@ -79,9 +79,6 @@ class WarmRunner:
     def ready(self) -> bool:
         return self._ready.is_set() and self._process.poll() is None
 
-    def wait_ready(self, timeout: float) -> bool:
-        return self._ready.wait(timeout) and self._process.poll() is None
-
     def suits(self, python: str, env: dict[str, str]) -> bool:
         """Same interpreter, and no start-up variable (PYTHONPATH, ...) that differs."""
         startup = {
