@@ -35,6 +35,31 @@ def merge_traces(
         raise ValueError("no rank traces to merge")
     order = sorted(ranks)
     first = ranks[order[0]]
+    lines, divergences = _merge_lines(ranks, order)
+    failed = _failed_ranks(ranks, order, ended_at or {})
+    exception, rank_exceptions = _exceptions(ranks, failed)
+    return Trace(
+        argv=first.argv,
+        python=first.python,
+        duration_s=max(t.duration_s for t in ranks.values()),
+        status=_run_status(ranks, order, failed),
+        exit_code=exit_code if exit_code is not None else max(t.exit_code for t in ranks.values()),
+        exception=exception,
+        lines=tuple(lines),
+        findings=(*divergences, *_rank_findings(ranks, order), *rank_exceptions),
+        modules=tuple(
+            replace(module, rank=rank) if len(ranks) > 1 else module
+            for rank in order
+            for module in ranks[rank].modules
+        ),  # each rank's own tree: shapes per rank
+        detail=f"{len(ranks)} ranks",
+    )
+
+
+def _merge_lines(
+    ranks: dict[int, Trace], order: list[int]
+) -> tuple[list[TracedLine], list[Finding]]:
+    """Every line any rank ran, in file and line order, and where ranks disagree on it."""
     by_line: dict[tuple[str, int], dict[int, TracedLine]] = {}
     for rank in order:
         for line in ranks[rank].lines:
@@ -48,42 +73,11 @@ def merge_traces(
                 names.setdefault(var.name, {})[rank] = var
         merged_vars = []
         for name, values in names.items():
+            rank_values = _rank_values(values)
             lead = values[min(values)]
-            rank_values = tuple(
-                RankValue(
-                    rank=r,
-                    shape=v.shape,
-                    dtype=v.dtype,
-                    device=v.device,
-                    requires_grad=v.requires_grad,
-                    hits=v.hits,
-                )
-                for r, v in sorted(values.items())
-            )
             merged_vars.append(replace(lead, ranks=rank_values if len(ranks) > 1 else ()))
-            distinct = {(v.shape, v.dtype, v.device) for v in rank_values}
-            if len(distinct) > 1:
-                findings.append(
-                    Finding(
-                        kind="rank_divergence",
-                        severity="warning",
-                        file=file,
-                        line=number,
-                        operands=tuple(
-                            Operand(
-                                name=name,
-                                shape=v.shape,
-                                dtype=v.dtype,
-                                device=v.device,
-                                requires_grad=v.requires_grad,
-                                file=file,
-                                line=number,
-                                rank=v.rank,
-                            )
-                            for v in rank_values
-                        ),
-                    )
-                )
+            if len({(v.shape, v.dtype, v.device) for v in rank_values}) > 1:
+                findings.append(_divergence(file, number, name, rank_values))
         lines.append(
             TracedLine(
                 file=file,
@@ -93,16 +87,75 @@ def merge_traces(
                 vars=tuple(merged_vars),
             )
         )
+    return lines, findings
+
+
+def _rank_values(values: dict[int, TracedVar]) -> tuple[RankValue, ...]:
+    """One variable's value on each rank that bound it, by rank."""
+    return tuple(
+        RankValue(
+            rank=r,
+            shape=v.shape,
+            dtype=v.dtype,
+            device=v.device,
+            requires_grad=v.requires_grad,
+            hits=v.hits,
+        )
+        for r, v in sorted(values.items())
+    )
+
+
+def _divergence(file: str, number: int, name: str, values: tuple[RankValue, ...]) -> Finding:
+    """The ``rank_divergence`` warning: one operand per rank, each rank's own value."""
+    return Finding(
+        kind="rank_divergence",
+        severity="warning",
+        file=file,
+        line=number,
+        operands=tuple(
+            Operand(
+                name=name,
+                shape=v.shape,
+                dtype=v.dtype,
+                device=v.device,
+                requires_grad=v.requires_grad,
+                file=file,
+                line=number,
+                rank=v.rank,
+            )
+            for v in values
+        ),
+    )
+
+
+def _rank_findings(ranks: dict[int, Trace], order: list[int]) -> list[Finding]:
+    """Each rank's own findings, the same finding on every rank shown once."""
     seen: set[Finding] = set()
+    findings: list[Finding] = []
     for rank in order:
         for finding in ranks[rank].findings:
-            if finding not in seen:  # the same finding on every rank is shown once
+            if finding not in seen:
                 seen.add(finding)
                 findings.append(replace(finding, rank=rank) if len(ranks) > 1 else finding)
-    ended_at = ended_at or {}
+    return findings
+
+
+def _failed_ranks(
+    ranks: dict[int, Trace], order: list[int], ended_at: dict[int, float]
+) -> list[int]:
+    """The ranks that raised, the first to end first (ties and unknown ends by rank)."""
     failed = [r for r in order if ranks[r].exception is not None]
     failed.sort(key=lambda r: (ended_at.get(r, float("inf")), r))
+    return failed
+
+
+def _exceptions(
+    ranks: dict[int, Trace], failed: list[int]
+) -> tuple[ExceptionInfo | None, list[Finding]]:
+    """The run's exception (the first failing rank's, named) and a ``rank_exception``
+    finding at each failing rank's line."""
     exception: ExceptionInfo | None = None
+    findings: list[Finding] = []
     for rank in failed:
         exc = ranks[rank].exception
         assert exc is not None
@@ -120,26 +173,16 @@ def merge_traces(
                     rank=rank,
                 )
             )
-    # A rank that ended without a record or a crash report while another rank had raised
-    # was stopped by torchrun because of that rank: the first failure is the run's status.
+    return exception, findings
+
+
+def _run_status(ranks: dict[int, Trace], order: list[int], failed: list[int]) -> RunStatus:
+    """The worst status of the ranks that ended on their own.
+
+    A rank that ended without a record or a crash report while another rank had raised
+    was stopped by torchrun because of that rank: the first failure is the run's status."""
     stopped_by_others = {
         r for r in order if failed and ranks[r].status == "crashed" and ranks[r].exception is None
     }
     statuses = [ranks[r].status for r in order if r not in stopped_by_others]
-    worst = max(statuses, key=lambda s: _SEVERITY.get(s, 0))
-    return Trace(
-        argv=first.argv,
-        python=first.python,
-        duration_s=max(t.duration_s for t in ranks.values()),
-        status=worst,
-        exit_code=exit_code if exit_code is not None else max(t.exit_code for t in ranks.values()),
-        exception=exception,
-        lines=tuple(lines),
-        findings=tuple(findings),
-        modules=tuple(
-            replace(module, rank=rank) if len(ranks) > 1 else module
-            for rank in order
-            for module in ranks[rank].modules
-        ),  # each rank's own tree: shapes per rank
-        detail=f"{len(ranks)} ranks",
-    )
+    return max(statuses, key=lambda s: _SEVERITY.get(s, 0))
