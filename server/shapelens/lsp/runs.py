@@ -190,32 +190,8 @@ class RunManager:
 
     async def _run(self, params: RunParams, active: _ActiveRun) -> dict[str, Any]:
         server = self.host
-        settings = server.settings
         name = f"-m {params.module}" if params.module else os.path.basename(params.path)
-        request = RunRequest(
-            target=params.module or params.path,
-            module=params.module is not None,
-            args=params.args,
-            cwd=params.cwd or _working_directory(server, params.path),
-            python=settings.interpreter or _default_python(),
-            env={**os.environ, **settings.extra_env, **dict(params.env)},
-            functions=(params.function,) if params.function else (),
-            timeout_s=settings.timeout_s,
-            capture_output=True,
-            stdin="empty",  # our stdin is the JSON-RPC stream
-            debug=params.debug,
-            keep_compile=settings.keep_compile,
-            scalars_on_gpu=settings.scalars_on_gpu,
-            fake=params.fake,
-            findings=FindingsConfig(
-                broadcast=settings.broadcast,
-                mismatch=settings.mismatch,
-                nonfinite=settings.nonfinite,
-                warnings=settings.warnings,
-                nonfinite_max_elements=settings.nonfinite_max_elements,
-                nonfinite_on_gpu=settings.nonfinite_on_gpu,
-            ),
-        )
+        request = _run_request(server, params)
         try:
             with open(params.path, encoding="utf-8", errors="replace") as source:
                 script_source = tuple(source.read().splitlines(keepends=True))
@@ -411,6 +387,35 @@ def read_lines(path: str) -> tuple[str, ...]:
             return tuple(source.read().splitlines(keepends=True))
     except OSError:
         return ()
+
+
+def _run_request(host: RunHost, params: RunParams) -> RunRequest:
+    """What the child is asked to run: the command's parameters over the server's settings."""
+    settings = host.settings
+    return RunRequest(
+        target=params.module or params.path,
+        module=params.module is not None,
+        args=params.args,
+        cwd=params.cwd or _working_directory(host, params.path),
+        python=settings.interpreter or _default_python(),
+        env={**os.environ, **settings.extra_env, **dict(params.env)},
+        functions=(params.function,) if params.function else (),
+        timeout_s=settings.timeout_s,
+        capture_output=True,
+        stdin="empty",  # our stdin is the JSON-RPC stream
+        debug=params.debug,
+        keep_compile=settings.keep_compile,
+        scalars_on_gpu=settings.scalars_on_gpu,
+        fake=params.fake,
+        findings=FindingsConfig(
+            broadcast=settings.broadcast,
+            mismatch=settings.mismatch,
+            nonfinite=settings.nonfinite,
+            warnings=settings.warnings,
+            nonfinite_max_elements=settings.nonfinite_max_elements,
+            nonfinite_on_gpu=settings.nonfinite_on_gpu,
+        ),
+    )
 
 
 def _working_directory(host: RunHost, path: str) -> str:
