@@ -55,6 +55,7 @@ pytest-other-pythons:
 	  $$venv/bin/python -m pytest -q; \
 	done
 
+# Every script adds its table to bench/results/latest.md; docs/speed.md shows the report.
 bench: install
 	bench/setup_anchors.sh
 	$(PY) bench/run_bench.py
@@ -71,6 +72,7 @@ bench: install
 	  if [ -x $$python ]; then printf -- '--python %s ' $$python; fi; done) --out bench/results/latest.md
 	$(PY) bench/distributed.py --out bench/results/latest.md
 	$(PY) bench/corpus.py --out bench/results/latest.md
+	$(PY) bench/speed_doc.py
 
 clean:
 	rm -rf $(VENV) .venv3* .venv-anchors .pytest_cache .mypy_cache .ruff_cache
