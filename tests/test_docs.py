@@ -3,6 +3,7 @@ README stays a short first page (the rest belongs in docs/)."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -97,6 +98,18 @@ def test_relative_links_resolve() -> None:
 def test_readme_is_short() -> None:
     lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
     assert lines <= README_MAX_LINES, f"README.md has {lines} lines; move detail to docs/"
+
+
+def test_speed_page_shows_the_latest_bench_report() -> None:
+    """docs/speed.md holds bench/results/latest.md between its markers, as `make bench`'s
+    last step (bench/speed_doc.py) leaves it: the page quotes the report the run wrote."""
+    spec = importlib.util.spec_from_file_location("speed_doc", ROOT / "bench" / "speed_doc.py")
+    assert spec is not None and spec.loader is not None
+    speed_doc = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(speed_doc)
+    page = (ROOT / "docs" / "speed.md").read_text(encoding="utf-8")
+    report = (ROOT / "bench" / "results" / "latest.md").read_text(encoding="utf-8")
+    assert speed_doc.with_report(page, report) == page, "run: python bench/speed_doc.py"
 
 
 def test_the_checks_see_what_is_wrong(tmp_path: Path) -> None:
