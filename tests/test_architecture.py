@@ -122,7 +122,7 @@ def test_the_checker_sees_cycles() -> None:
 def test_the_traced_child_loads_only_its_own_side() -> None:
     """Every run starts a child (cold) or forks one: what it imports before the user's code
     is start-up time. The parent's side (launcher, fork-server client, trace builder and
-    codec), the presentation and the language server stay out of it."""
+    codec, the settings' surfaces), the presentation and the language server stay out of it."""
     probe = (
         "import sys, shapelens.runner.child\n"
         "print('\\n'.join(m for m in sys.modules if m.startswith('shapelens')))"
@@ -138,6 +138,11 @@ def test_the_traced_child_loads_only_its_own_side() -> None:
         "shapelens.trace.builder",
         "shapelens.trace.codec",
         "shapelens.trace.model",
+        # The settings schema's groups, not what derives the CLI, client and manifest from it.
+        "shapelens.settings.cli",
+        "shapelens.settings.client",
+        "shapelens.settings.export",
     }
+    assert "shapelens.settings.groups" in loaded
     assert not loaded & parent_side
     assert not {m for m in loaded if m.startswith(("shapelens.present", "shapelens.lsp"))}

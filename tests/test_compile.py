@@ -257,8 +257,8 @@ def test_the_compile_mode_is_read_from_older_traces_and_written_back() -> None:
 
 def test_the_language_server_setting() -> None:
     settings, problems = parse_settings({"shapelens": {"compile": True}})
-    assert settings.keep_compile and not problems
+    assert settings.run.keep_compile and not problems
     settings, problems = parse_settings({"compile": "yes"})
-    assert not settings.keep_compile and problems == [
+    assert not settings.run.keep_compile and problems == [
         "shapelens.compile: invalid value 'yes', using the default"
     ]

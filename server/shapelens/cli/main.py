@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import signal
 import sys
@@ -12,14 +13,30 @@ from collections.abc import Sequence
 
 from shapelens import __version__
 from shapelens.engine.findings import FindingsConfig
-from shapelens.present.labels import HINT_FORMATS, HintStyle
+from shapelens.present.labels import HintStyle
 from shapelens.present.listing import render_listing
 from shapelens.present.modules import modules_table
 from shapelens.runner.contract import RunRequest
-from shapelens.runner.launcher import UsageError, run_traced
-from shapelens.trace import write_trace
+from shapelens.runner.launcher import RunResult, UsageError, run_traced
+from shapelens.settings.cli import add_flags, read_flags
+from shapelens.settings.groups import (
+    DistributedOptions,
+    HintSettings,
+    ListingOptions,
+    RunSettings,
+    TracingOptions,
+)
+from shapelens.trace import Trace, write_trace
 
-FINDING_KINDS = ("broadcast", "mismatch", "nonfinite", "warnings")
+_RUN_FLAGS: tuple[tuple[str, type], ...] = (
+    ("what to trace", TracingOptions),
+    ("the run", RunSettings),
+    ("findings", FindingsConfig),
+    ("hints", HintSettings),
+    ("output", ListingOptions),
+    ("distributed", DistributedOptions),
+)
+"""The schema's groups that ``shapelens run`` takes flags for, under these headings."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,147 +62,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MODULE",
         help="run a module as `python -m MODULE` does (the rest goes to it)",
     )
-    run.add_argument("--json", metavar="PATH", help="write the trace (shapelens.trace/2) here")
-    run.add_argument(
-        "--function",
-        action="append",
-        default=[],
-        metavar="NAME",
-        help="trace only this function (myfunc, Block.forward); repeatable",
-    )
-    run.add_argument(
-        "--include",
-        action="append",
-        default=[],
-        metavar="GLOB",
-        help="also treat matching files as user code; repeatable",
-    )
-    run.add_argument(
-        "--exclude",
-        action="append",
-        default=[],
-        metavar="GLOB",
-        help="never trace matching files; repeatable",
-    )
-    run.add_argument(
-        "--timeout",
-        type=_positive_float,
-        metavar="SECONDS",
-        help="stop the run after this long and keep what was collected",
-    )
-    run.add_argument(
-        "--python",
-        default=sys.executable,
-        metavar="PATH",
-        help="interpreter that runs the script (default: this one)",
-    )
-    run.add_argument("--quiet", "-q", action="store_true", help="do not print the listing")
-    run.add_argument(
-        "--nproc-per-node",
-        type=int,
-        metavar="N",
-        help="run under torchrun with N processes, every rank traced, one merged trace",
-    )
-    run.add_argument(
-        "--torchrun-arg",
-        action="append",
-        default=[],
-        metavar="ARG",
-        help="extra torchrun option, e.g. --torchrun-arg=--max-restarts=0; repeatable",
-    )
-    run.add_argument(
-        "--backend",
-        choices=("auto", "settrace", "monitoring"),
-        default="auto",
-        help="tracing mechanism (auto: sys.monitoring on Python 3.12+, else settrace)",
-    )
-    run.add_argument(
-        "--sample",
-        type=int,
-        metavar="N",
-        help="with sys.monitoring: stop watching a line after N hits (counts become N+)",
-    )
-    run.add_argument(
-        "--compile",
-        dest="keep_compile",
-        action="store_true",
-        help="keep torch.compile: compiled functions run compiled and their lines get no "
-        "hints (default: they run eagerly, with hints)",
-    )
-    run.add_argument(
-        "--log",
-        nargs="?",
-        const="-",
-        metavar="FILE",
-        help="also write the TorchSnooper-style log of the whole run (default: stderr)",
-    )
-    run.add_argument(
-        "--debug",
-        action="store_true",
-        help="start debugpy on 127.0.0.1 and wait for a DAP client before running",
-    )
-    run.add_argument(
-        "--hints",
-        choices=HINT_FORMATS,
-        default="compact",
-        help="compact: dtype, device, grad and counts only where they are news (default); "
-        "full: everything on every line",
-    )
-    run.add_argument(
-        "--modules",
-        action="store_true",
-        help="after the run, print every nn.Module that ran as a tree: class, parameters, "
-        "input → output shapes, calls",
-    )
-    run.add_argument(
-        "--coverage",
-        action="store_true",
-        help="also show how often lines that bound no value ran",
-    )
-    color = run.add_mutually_exclusive_group()
-    color.add_argument(
-        "--color",
-        dest="color",
-        action="store_true",
-        default=None,
-        help="colour the listing even when stderr is not a terminal",
-    )
-    color.add_argument("--no-color", dest="color", action="store_false")
-    run.add_argument(
-        "--no-findings",
-        action="append",
-        default=[],
-        choices=FINDING_KINDS,
-        metavar="KIND",
-        help=f"turn a finding off ({', '.join(FINDING_KINDS)})",
-    )
-    run.add_argument(
-        "--nonfinite-max-elements",
-        type=int,
-        default=1_000_000,
-        metavar="N",
-        help="skip the NaN/Inf scan for tensors larger than this",
-    )
-    run.add_argument(
-        "--nonfinite-on-gpu",
-        action="store_true",
-        help="also scan GPU tensors for NaN/Inf (synchronises the device)",
-    )
-    run.add_argument(
-        "--scalars-on-gpu",
-        action="store_true",
-        help="also read 0-dim GPU tensors (a loss) for their course (synchronises the device)",
-    )
-    run.add_argument(
-        "--fake",
-        action="store_true",
-        help="shape-only run on fake tensors: no data, any model size, CUDA simulated without "
-        "a GPU; stops where the program needs a value (.item())",
-    )
+    for title, group in _RUN_FLAGS:
+        add_flags(run, group, title)
     run.add_argument("script", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]")
-    merge = commands.add_parser(
-        "merge", help="merge the per-rank traces of a distributed run (SHAPELENS_TRACE_DIR)"
+    _add_merge(
+        commands.add_parser(
+            "merge", help="merge the per-rank traces of a distributed run (SHAPELENS_TRACE_DIR)"
+        )
     )
+    _add_lsp(commands.add_parser("lsp", help="start the language server (stdio by default)"))
+    return parser
+
+
+def _add_merge(merge: argparse.ArgumentParser) -> None:
     merge.add_argument("directory", help="folder holding the rank files (SHAPELENS_TRACE_DIR)")
     merge.add_argument("-o", "--output", required=True, metavar="PATH", help="merged trace")
     merge.add_argument(
@@ -195,7 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ID",
         help="merge this run (needed when the folder holds several); repeatable",
     )
-    lsp = commands.add_parser("lsp", help="start the language server (stdio by default)")
+
+
+def _add_lsp(lsp: argparse.ArgumentParser) -> None:
     transport = lsp.add_mutually_exclusive_group()
     transport.add_argument(
         "--tcp",
@@ -220,17 +111,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="--tcp: where to write the token (mode 0600; default "
         "$XDG_RUNTIME_DIR/shapelens/lsp-PORT.token); --connect: where to read it",
     )
-    return parser
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be positive")
-    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -247,6 +127,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
+    request = _request(parser, options)
+    if request is None:
+        return 2
+    distributed = read_flags(DistributedOptions, options)
+    if distributed.nproc_per_node is not None and distributed.nproc_per_node < 1:
+        parser.error("--nproc-per-node must be at least 1")
+    try:
+        result = _traced(request, distributed)
+    except UsageError as err:
+        print(f"shapelens: {err}", file=sys.stderr)
+        return 2
+    if result.error is not None:
+        print(f"shapelens: {result.error}", file=sys.stderr)
+        return 2
+    listing = read_flags(ListingOptions, options)
+    return _report(result.trace, listing, read_flags(HintSettings, options))
+
+
+def _request(parser: argparse.ArgumentParser, options: argparse.Namespace) -> RunRequest | None:
+    """The run the flags ask for; ``None`` (said on stderr) when its log cannot be written."""
     if (
         options.log is not None
         and not options.script
@@ -271,70 +171,57 @@ def _run(parser: argparse.ArgumentParser, options: argparse.Namespace) -> int:
                 pass
         except OSError as err:
             print(f"shapelens: cannot write the log {options.log}: {err.strerror}", file=sys.stderr)
-            return 2
-    off = set(options.no_findings)
-    request = RunRequest(
+            return None
+    run = read_flags(RunSettings, options)
+    tracing = read_flags(TracingOptions, options)
+    return RunRequest(
         target=target,
         args=args,
         module=module,
-        python=options.python,
-        include=tuple(options.include),
-        exclude=tuple(options.exclude),
-        functions=tuple(options.function),
-        timeout_s=options.timeout,
-        debug=options.debug,
-        log=options.log,
-        backend=options.backend,
-        sample_hits=options.sample,
-        keep_compile=options.keep_compile,
-        scalars_on_gpu=options.scalars_on_gpu,
-        fake=options.fake,
-        findings=FindingsConfig(
-            broadcast="broadcast" not in off,
-            mismatch="mismatch" not in off,
-            nonfinite="nonfinite" not in off,
-            warnings="warnings" not in off,
-            nonfinite_max_elements=options.nonfinite_max_elements,
-            nonfinite_on_gpu=options.nonfinite_on_gpu,
-        ),
+        python=run.interpreter or sys.executable,
+        timeout_s=run.timeout_s,
+        keep_compile=run.keep_compile,
+        scalars_on_gpu=run.scalars_on_gpu,
+        findings=read_flags(FindingsConfig, options),
+        # The tracing options are named as the request's fields are.
+        **{f.name: getattr(tracing, f.name) for f in dataclasses.fields(tracing)},
     )
-    if options.nproc_per_node is not None and options.nproc_per_node < 1:
-        parser.error("--nproc-per-node must be at least 1")
+
+
+def _traced(request: RunRequest, distributed: DistributedOptions) -> RunResult:
     # Ctrl-C reaches the child (same process group); we wait for it to finish its way.
     # torchrun runs in its own session: run_distributed passes it on. A handler, not
     # SIG_IGN: an ignored SIGINT is inherited through exec and the script would ignore it too.
     interrupt = threading.Event()
-    distributed = options.nproc_per_node is not None
     previous = signal.signal(signal.SIGINT, lambda *_: interrupt.set())
     try:
-        if distributed:
+        if distributed.nproc_per_node is not None:
             from shapelens.runner.distributed import run_distributed
 
-            result = run_distributed(
-                request, options.nproc_per_node, tuple(options.torchrun_arg), interrupt=interrupt
+            return run_distributed(
+                request,
+                distributed.nproc_per_node,
+                distributed.torchrun_args,
+                interrupt=interrupt,
             )
-        else:
-            result = run_traced(request, on_debug=_announce_debugger)
-    except UsageError as err:
-        print(f"shapelens: {err}", file=sys.stderr)
-        return 2
+        return run_traced(request, on_debug=_announce_debugger)
     finally:
         signal.signal(signal.SIGINT, previous)
-    trace = result.trace
-    if result.error is not None:
-        print(f"shapelens: {result.error}", file=sys.stderr)
-        return 2
-    if options.json:
+
+
+def _report(trace: Trace, listing: ListingOptions, hints: HintSettings) -> int:
+    """Write and print what the flags ask for; the script's exit status (2: no write)."""
+    if listing.json:
         try:
-            write_trace(trace, options.json)
+            write_trace(trace, listing.json)
         except OSError as err:
-            print(f"shapelens: cannot write {options.json}: {err.strerror}", file=sys.stderr)
+            print(f"shapelens: cannot write {listing.json}: {err.strerror}", file=sys.stderr)
             return 2
-    if not options.quiet:
-        color = options.color if options.color is not None else _wants_color()
-        style = HintStyle(format=options.hints, coverage=options.coverage)
+    if not listing.quiet:
+        color = listing.color if listing.color is not None else _wants_color()
+        style = HintStyle(format=hints.hint_format, coverage=hints.coverage)
         sys.stderr.write(render_listing(trace, color=color, style=style))
-    if options.modules:
+    if listing.modules:
         table = modules_table(trace.modules) if trace.modules else "no nn.Module ran"
         sys.stderr.write(table + "\n")
     return trace.exit_code

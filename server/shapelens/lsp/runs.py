@@ -18,7 +18,6 @@ from typing import Any, Protocol
 from lsprotocol import types
 from pygls.progress import Progress
 
-from shapelens.engine.findings import FindingsConfig
 from shapelens.lsp.notifications import DEBUG_LISTENING
 from shapelens.lsp.settings import Settings
 from shapelens.lsp.uris import path_of
@@ -397,24 +396,17 @@ def _run_request(host: RunHost, params: RunParams) -> RunRequest:
         module=params.module is not None,
         args=params.args,
         cwd=params.cwd or _working_directory(host, params.path),
-        python=settings.interpreter or _default_python(),
-        env={**os.environ, **settings.extra_env, **dict(params.env)},
+        python=settings.run.interpreter or _default_python(),
+        env={**os.environ, **settings.run.extra_env, **dict(params.env)},
         functions=(params.function,) if params.function else (),
-        timeout_s=settings.timeout_s,
+        timeout_s=settings.run.timeout_s,
         capture_output=True,
         stdin="empty",  # our stdin is the JSON-RPC stream
         debug=params.debug,
-        keep_compile=settings.keep_compile,
-        scalars_on_gpu=settings.scalars_on_gpu,
+        keep_compile=settings.run.keep_compile,
+        scalars_on_gpu=settings.run.scalars_on_gpu,
         fake=params.fake,
-        findings=FindingsConfig(
-            broadcast=settings.broadcast,
-            mismatch=settings.mismatch,
-            nonfinite=settings.nonfinite,
-            warnings=settings.warnings,
-            nonfinite_max_elements=settings.nonfinite_max_elements,
-            nonfinite_on_gpu=settings.nonfinite_on_gpu,
-        ),
+        findings=settings.findings,
     )
 
 

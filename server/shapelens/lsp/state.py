@@ -74,7 +74,7 @@ class ShapeLensServer(LanguageServer):
     def apply_settings(self, raw: Any) -> None:
         settings, problems = parse_settings(raw, self.settings)
         restyled = settings.hint_style != self.settings.hint_style
-        moved = settings.trace_dir != self.settings.trace_dir
+        moved = settings.notebooks.trace_dir != self.settings.notebooks.trace_dir
         self.settings = settings
         if restyled and self.results.paths():  # decorations carry their labels: resend
             self.publish(self.results.paths())
@@ -232,7 +232,7 @@ class ShapeLensServer(LanguageServer):
             self.workspace_roots(),
             notebook_dirs,
             os.environ.get(TRACE_DIR_ENV),
-            self.settings.trace_dir,
+            self.settings.notebooks.trace_dir,
         )
 
     def has_cells(self) -> bool:

@@ -35,8 +35,6 @@ from shapelens.present.shapes import (
 from shapelens.present.source_blocks import Block, SourceBlocks, source_blocks
 from shapelens.trace import TracedLine, TracedVar
 
-HINT_FORMATS = ("compact", "full")
-
 
 @dataclass(frozen=True, kw_only=True)
 class HintStyle:

@@ -15,11 +15,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from shapelens.engine import values
+from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.findings.nonfinite import nonfinite_flags
 from shapelens.engine.values import dtype_name
 from shapelens.present.shapes import shape_text
 
 DEFAULT_PROPERTIES = ("shape", "dtype", "device", "requires_grad", "has_nan", "has_inf")
+_FINDINGS = FindingsConfig()
+"""The engine's bounds on the NaN/Inf scan: ``has_nan``/``has_inf`` keep to the same ones."""
 
 
 def _torch() -> Any:
@@ -47,8 +50,8 @@ class TensorFormat:
         self,
         property_name: bool = False,
         properties: Sequence[str] = DEFAULT_PROPERTIES,
-        nonfinite_max_elements: int = 1_000_000,
-        nonfinite_on_gpu: bool = False,
+        nonfinite_max_elements: int = _FINDINGS.nonfinite_max_elements,
+        nonfinite_on_gpu: bool = _FINDINGS.nonfinite_on_gpu,
     ) -> None:
         for name in properties:
             if not hasattr(self, "repr_" + name):

@@ -38,7 +38,7 @@ def inlay_hints_for(
         document.version,
         view.results.run,
         view.results.path,
-        settings.max_hint_length,
+        settings.hints.max_hint_length,
         settings.hint_style,
     )
     built = cache.get(key)
@@ -62,7 +62,7 @@ def _hint(document: TextDocument, view: FileView, lines: Sequence[str], line: in
     label = view.results.hints.label(traced, settings.hint_style)
     if not label:
         return None
-    limit = settings.max_hint_length
+    limit = settings.hints.max_hint_length
     if len(label) > limit:
         label = label[: limit - 1] + "…"
     return types.InlayHint(
