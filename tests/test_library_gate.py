@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 
+from shapelens.engine.backends import new_backend
 from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.frame_events import FrameEvents
-from shapelens.engine.library_gate import hooked, new_gate
+from shapelens.engine.library_gate import built_gate, hooked
 from shapelens.engine.recorder import Recorder
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.tracer import Tracer
@@ -261,12 +262,12 @@ def _tracer(tmp_path: Path) -> Tracer:
         recorder=Recorder(),
         findings=FindingsConfig(),
     )
-    return Tracer(events)
+    return new_backend(events, "settrace")
 
 
 @needs_gate
 def test_the_gate_is_built_and_restores_what_was_there(tmp_path: Path) -> None:
-    assert new_gate({}, lambda frame, event, arg: None) is not None, (
+    assert built_gate() is not None, (
         "the gate was not built: pip install -e . needs a C compiler on CPython 3.11"
     )
     tracer = _tracer(tmp_path)
