@@ -353,6 +353,40 @@ def test_the_gate_lives_while_a_frame_runs_under_it_after_remove() -> None:
     assert _python(program) == {"inside": True, "after": False}
 
 
+@needs_gate
+def test_the_gate_lives_while_its_trace_function_runs_after_remove() -> None:
+    """The same from a trace function (here a frame's local tracer, in a frame the gate's
+    hook never evaluated): the gate lives until the call returns."""
+    program = """
+        import json, sys, weakref
+        from shapelens.engine._library_gate import Gate
+
+        class Codes(dict):
+            pass
+
+        codes = Codes()
+        alive = weakref.ref(codes)
+        gate = Gate(codes, lambda frame, event, arg: None)
+        del codes
+        seen = {}
+
+        def local(frame, event, arg):
+            global gate
+            if "inside" not in seen:
+                gate.remove()
+                del gate  # the last reference but the running trace function's
+                seen["inside"] = alive() is not None
+            return None
+
+        sys._getframe().f_trace = local
+        gate.install()
+        seen["after"] = alive() is not None
+        sys._getframe().f_trace = None
+        print(json.dumps(seen))
+    """
+    assert _python(program) == {"inside": True, "after": False}
+
+
 AFTER_AN_ERROR = textwrap.dedent(
     """
     import json, sys

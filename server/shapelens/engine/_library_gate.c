@@ -179,9 +179,11 @@ gate_trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
     }
     PyObject *stack[3] = {(PyObject *)frame, event_names[what], arg != NULL ? arg : Py_None};
     Py_INCREF(callback);
+    Py_INCREF(self); /* the callback may remove the gate and drop the last reference to it */
     PyObject *result = PyObject_Vectorcall(callback, stack, 3, NULL);
     Py_DECREF(callback);
-    if (result == NULL) {
+    int failed = result == NULL;
+    if (failed) {
         /* As sys.settrace's trampoline does when a trace function raises: tracing off in
            this thread until it is set again. The gate goes too (as remove()), or its hook
            would turn tracing back on in the next frame that wants it. */
@@ -189,11 +191,9 @@ gate_trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
             Py_CLEAR(active_gate);
             unlink_hook(PyThreadState_Get()->interp);
         }
-        PyEval_SetTrace(NULL, NULL); /* drops the thread's reference to self */
+        PyEval_SetTrace(NULL, NULL);
         Py_CLEAR(f->f_trace);
-        return -1;
-    }
-    if (result != Py_None) {
+    } else if (result != Py_None) {
         Py_XSETREF(f->f_trace, result);
     } else {
         Py_DECREF(result);
@@ -201,7 +201,8 @@ gate_trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
             Py_CLEAR(f->f_trace);
         }
     }
-    return 0;
+    Py_DECREF(self);
+    return failed ? -1 : 0;
 }
 
 /* Plain sys.settrace from now on (calls are inlined again); frames still inside the hook
