@@ -23,15 +23,14 @@ from typing import Any
 import torch
 from report import emit  # bench/ is on sys.path: these scripts run as files
 
+from shapelens.engine.backends import GATE_VARIABLE, TracingBackend, choose_backend, new_backend
 from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.frame_events import FrameEvents
-from shapelens.engine.library_gate import new_gate
+from shapelens.engine.library_gate import built_gate
 from shapelens.engine.module_tree import ModuleTree
-from shapelens.engine.monitoring import MonitoringTracer
 from shapelens.engine.recorder import Recorder
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.source_map import SourceMaps
-from shapelens.engine.tracer import Tracer
 
 TRAINING = textwrap.dedent(
     """
@@ -77,7 +76,7 @@ def main() -> int:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = torch.nn.MSELoss()
     scope = UserCodeScope(ScopeConfig(root=folder))
-    backend = "sys.monitoring" if hasattr(sys, "monitoring") else "sys.settrace"
+    backend = f"sys.{choose_backend().kind}"
 
     def steps() -> float:
         start = time.process_time()
@@ -86,14 +85,12 @@ def main() -> int:
 
     def under_tracer(with_tree: bool, gate: bool = True) -> float:
         if not gate:
-            os.environ["SHAPELENS_LIBRARY_GATE"] = "0"  # plain sys.settrace (read at start)
+            os.environ[GATE_VARIABLE] = "0"  # plain sys.settrace (read when it is built)
         sources = SourceMaps()
         events = FrameEvents(
             scope=scope, recorder=Recorder(), findings=FindingsConfig(), sources=sources
         )
-        engine: Tracer | MonitoringTracer = (
-            MonitoringTracer(events) if hasattr(sys, "monitoring") else Tracer(events)
-        )
+        engine: TracingBackend = new_backend(events)
         tree = ModuleTree(scope, sources)
         engine.start()
         if with_tree:
@@ -102,7 +99,7 @@ def main() -> int:
             return steps()
         finally:
             engine.stop()  # the tree watched through it: nothing of it is left
-            os.environ.pop("SHAPELENS_LIBRARY_GATE", None)
+            os.environ.pop(GATE_VARIABLE, None)
 
     def under_nothing() -> float:
         sys.settrace(_nothing)
@@ -117,7 +114,7 @@ def main() -> int:
         f"ShapeLens tracer ({backend}), no module tree": lambda: under_tracer(False),
         f"ShapeLens tracer ({backend}) + module tree (the default)": lambda: under_tracer(True),
     }
-    if new_gate({}, _nothing) is not None:  # CPython 3.11 with the gate built
+    if built_gate() is not None:  # CPython 3.11 with the gate built
         variants["the same without the gate (plain sys.settrace)"] = lambda: under_tracer(
             True, gate=False
         )

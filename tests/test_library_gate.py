@@ -6,7 +6,11 @@ function."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
 import shutil
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -14,14 +18,15 @@ from typing import Any
 
 import pytest
 
+from shapelens.engine.backends import new_backend
 from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.frame_events import FrameEvents
-from shapelens.engine.library_gate import hooked, new_gate
+from shapelens.engine.library_gate import built_gate, hooked
 from shapelens.engine.recorder import Recorder
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.tracer import Tracer
 
-from conftest import SAMPLES, line_of, normalised_trace, run_cli
+from conftest import REPO, SAMPLES, line_of, normalised_trace, run_cli
 
 GATED = sys.implementation.name == "cpython" and sys.version_info[:2] == (3, 11)
 needs_gate = pytest.mark.skipif(not GATED, reason="the gate is built for CPython 3.11 only")
@@ -257,12 +262,12 @@ def _tracer(tmp_path: Path) -> Tracer:
         recorder=Recorder(),
         findings=FindingsConfig(),
     )
-    return Tracer(events)
+    return new_backend(events, "settrace")
 
 
 @needs_gate
 def test_the_gate_is_built_and_restores_what_was_there(tmp_path: Path) -> None:
-    assert new_gate({}, lambda frame, event, arg: None) is not None, (
+    assert built_gate() is not None, (
         "the gate was not built: pip install -e . needs a C compiler on CPython 3.11"
     )
     tracer = _tracer(tmp_path)
@@ -285,3 +290,149 @@ def test_a_tracer_already_there_gets_plain_settrace(tmp_path: Path) -> None:
         assert sys.gettrace() is theirs
     finally:
         sys.settrace(None)
+
+
+def test_the_gate_is_built_without_cpython_internals() -> None:
+    """No Py_BUILD_CORE (the internal headers need it): the module builds on the public
+    headers, and reads the frames it must through a layout it checks when it loads."""
+    source = (REPO / "server" / "shapelens" / "engine" / "_library_gate.c").read_text()
+    code = re.sub(r"/\*.*?\*/|//[^\n]*", "", source, flags=re.DOTALL)  # comments may say why
+    assert "Py_BUILD_CORE" not in code
+    assert not re.search(r"#\s*include\s*[<\"]internal/", code)
+
+
+def _python(program: str) -> Any:
+    """``program`` in a fresh interpreter (a crash fails this test, not pytest), its stdout
+    read as JSON."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "server")}
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(program)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@needs_gate
+def test_the_gate_lives_while_a_frame_runs_under_it_after_remove() -> None:
+    """User code that removes the gate and drops the last reference to it, while frames run
+    under it: the gate (and so the global function it holds) lives until those frames end,
+    then goes."""
+    program = """
+        import json, weakref
+        from shapelens.engine._library_gate import Gate
+
+        class Global:
+            def __call__(self, frame, event, arg):
+                return None
+
+        function = Global()
+        alive = weakref.ref(function)
+        codes = {}
+        gate = Gate(codes, function)
+        del function
+
+        def library(callback):
+            return callback()
+
+        codes[id(library.__code__)] = None  # library code: tracing off while it runs
+
+        def user():
+            global gate
+            gate.remove()
+            del gate  # the last reference but the running frames'
+            return alive() is not None
+
+        gate.install()
+        inside = library(user)
+        print(json.dumps({"inside": inside, "after": alive() is not None}))
+    """
+    assert _python(program) == {"inside": True, "after": False}
+
+
+@needs_gate
+def test_the_gate_lives_while_its_trace_function_runs_after_remove() -> None:
+    """The same from a trace function (here a frame's local tracer, in a frame the gate's
+    hook never evaluated): the gate lives until the call returns."""
+    program = """
+        import json, sys, weakref
+        from shapelens.engine._library_gate import Gate
+
+        class Codes(dict):
+            pass
+
+        codes = Codes()
+        alive = weakref.ref(codes)
+        gate = Gate(codes, lambda frame, event, arg: None)
+        del codes
+        seen = {}
+
+        def local(frame, event, arg):
+            global gate
+            if "inside" not in seen:
+                gate.remove()
+                del gate  # the last reference but the running trace function's
+                seen["inside"] = alive() is not None
+            return None
+
+        sys._getframe().f_trace = local
+        gate.install()
+        seen["after"] = alive() is not None
+        sys._getframe().f_trace = None
+        print(json.dumps(seen))
+    """
+    assert _python(program) == {"inside": True, "after": False}
+
+
+AFTER_AN_ERROR = textwrap.dedent(
+    """
+    import json, sys
+
+    seen = []
+
+    def local(frame, event, arg):
+        seen.append([frame.f_code.co_name, event])
+        if frame.f_code.co_name == "failing" and event == "line":
+            raise RuntimeError("the trace function fails")
+        return local
+
+    def global_function(frame, event, arg):
+        seen.append([frame.f_code.co_name, event])
+        return local
+
+    def failing():
+        x = 1
+        return x
+
+    def after():
+        y = 2
+        return y
+
+    def main():
+        try:
+            failing()
+        except RuntimeError:
+            pass
+        left = sys.gettrace()
+        after()
+        return left
+
+    {install}
+    left = main()
+    print(json.dumps({{"seen": seen, "left": repr(left), "now": repr(sys.gettrace())}}))
+    """
+)
+
+
+@needs_gate
+def test_after_a_trace_function_error_tracing_stays_off_as_with_settrace() -> None:
+    plain = _python(AFTER_AN_ERROR.format(install="sys.settrace(global_function)"))
+    gate = "from shapelens.engine._library_gate import Gate\nGate({}, global_function).install()"
+    gated = _python(AFTER_AN_ERROR.format(install=gate))
+    assert plain["seen"] == [["main", "call"], ["main", "line"], ["main", "line"],
+                             ["failing", "call"], ["failing", "line"]]  # fmt: skip
+    assert plain["left"] == plain["now"] == "None"
+    assert gated == plain

@@ -11,13 +11,13 @@ from typing import Any
 import jsonschema
 import pytest
 
+from shapelens.engine.backends import new_backend
 from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.frame_events import FrameEvents
 from shapelens.engine.module_tree import ModuleTree
 from shapelens.engine.recorder import Recorder
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.source_map import SourceMaps
-from shapelens.engine.tracer import Tracer
 from shapelens.present.modules import count_text
 from shapelens.trace import trace_from_json
 from shapelens.trace.codec import SCHEMA_PATH
@@ -368,7 +368,7 @@ def test_a_flush_in_the_middle_of_a_module_call_never_sends_it_half_read_for_goo
 
     recorder = Recorder()
     events = FrameEvents(scope=tree.scope, recorder=recorder, findings=FindingsConfig())
-    tracer = Tracer(events)
+    tracer = new_backend(events, "settrace")
     tree.install(tracer, events)
     with tracer:
         call(Widen())

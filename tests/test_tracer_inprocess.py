@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from shapelens.engine.backends import new_backend
 from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.frame_events import FrameEvents
 from shapelens.engine.recorder import Recorder
@@ -25,7 +26,7 @@ def make_tracer(function: str = "traced_function") -> tuple[Tracer, Recorder]:
     recorder = Recorder()
     scope = UserCodeScope(ScopeConfig(root=HERE, functions=(function,)))
     events = FrameEvents(scope=scope, recorder=recorder, findings=FindingsConfig())
-    return Tracer(events), recorder
+    return new_backend(events, "settrace"), recorder
 
 
 def traced_function(n: int) -> Any:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from shapelens.engine.backends import new_backend
 from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.frame_events import FrameEvents
 from shapelens.engine.recorder import Recorder
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
-from shapelens.engine.tracer import Tracer
 
 from conftest import line_of, run_cli
 
@@ -70,7 +70,7 @@ def test_the_import_hook_is_restored_also_on_error(tmp_path: Path) -> None:
         recorder=Recorder(),
         findings=FindingsConfig(),
     )
-    tracer = Tracer(events)
+    tracer = new_backend(events, "settrace")
     sys.modules.pop("colorsys", None)
     sys.modules.pop("json.tool", None)
     with pytest.raises(ZeroDivisionError), tracer:

@@ -29,10 +29,37 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#define Py_BUILD_CORE 1
-#include <internal/pycore_frame.h>   /* _PyInterpreterFrame, PyFrameObject.f_trace */
-#include <internal/pycore_pystate.h> /* _PyThreadState_UpdateTracingState */
-#undef Py_BUILD_CORE
+
+#if PY_VERSION_HEX < 0x030B0000 || PY_VERSION_HEX >= 0x030C0000
+#error "the gate reads CPython 3.11's frames: setup.py builds it for 3.11 only"
+#endif
+
+/* The leading fields of CPython 3.11's frames, as Include/internal/pycore_frame.h declares
+ * them. Its public headers keep both structs opaque, and no public function reads the frame
+ * a PEP 523 hook is handed (3.12 added PyUnstable_InterpreterFrame_GetCode): the hook needs
+ * the frame's code and caller, and the trace function a frame's f_trace on every event. The
+ * internal header itself would need Py_BUILD_CORE, so the layout is copied here instead and
+ * checked against the running interpreter when the module loads (layout_checked): a layout
+ * that differs means no gate (plain sys.settrace), never a wrong read. */
+typedef struct InterpreterFrame {
+    PyObject *f_func;
+    PyObject *f_globals;
+    PyObject *f_builtins;
+    PyObject *f_locals;
+    PyCodeObject *f_code;
+    PyFrameObject *frame_obj;
+    struct InterpreterFrame *previous;
+} InterpreterFrame; /* _PyInterpreterFrame */
+
+typedef struct {
+    PyObject_HEAD
+    PyFrameObject *f_back;
+    InterpreterFrame *f_frame;
+    PyObject *f_trace;
+} FrameObject; /* struct _frame, PyFrameObject */
+
+#define FRAME(frame) ((FrameObject *)(frame))
+#define CURRENT_FRAME(tstate) ((InterpreterFrame *)(tstate)->cframe->current_frame)
 
 typedef struct {
     PyObject_HEAD
@@ -78,20 +105,23 @@ set_tracing(PyThreadState *tstate, Gate *on)
         tstate->c_traceobj = NULL;
     }
     Py_XDECREF(old);
-    _PyThreadState_UpdateTracingState(tstate);
+    /* what CPython's internal _PyThreadState_UpdateTracingState does, on public fields */
+    int use_tracing = tstate->tracing == 0 &&
+                      (tstate->c_tracefunc != NULL || tstate->c_profilefunc != NULL);
+    tstate->cframe->use_tracing = use_tracing ? 255 : 0;
 }
 
 /* A frame that will be (or, from the trace function, was just) called by `caller`. */
 static inline int
-has_local_tracer(_PyInterpreterFrame *caller)
+has_local_tracer(InterpreterFrame *caller)
 {
-    return caller != NULL && caller->frame_obj != NULL && caller->frame_obj->f_trace != NULL;
+    return caller != NULL && caller->frame_obj != NULL && FRAME(caller->frame_obj)->f_trace != NULL;
 }
 
 /* 1: frames of the code want tracing (their calls go to the global function); 0: library
    code; -1: error. `caller` is the frame that calls it. */
 static int
-wants_tracing(Gate *self, PyCodeObject *code, _PyInterpreterFrame *caller)
+wants_tracing(Gate *self, PyCodeObject *code, InterpreterFrame *caller)
 {
     void *extra = NULL;
     if ((PyObject *)code == self->watched) {
@@ -118,45 +148,7 @@ wants_tracing(Gate *self, PyCodeObject *code, _PyInterpreterFrame *caller)
     return info == NULL && PyErr_Occurred() ? -1 : 1;
 }
 
-static int
-gate_trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
-{
-    Gate *self = (Gate *)obj;
-    PyObject *callback;
-    if (what == PyTrace_CALL) {
-        int wanted = wants_tracing(self, frame->f_frame->f_code, frame->f_frame->previous);
-        if (wanted < 0) {
-            return -1;
-        }
-        callback = wanted ? self->global : NULL;
-    } else {
-        callback = frame->f_trace;
-    }
-    if (callback == NULL) {
-        return 0;
-    }
-    PyObject *stack[3] = {(PyObject *)frame, event_names[what], arg != NULL ? arg : Py_None};
-    Py_INCREF(callback);
-    PyObject *result = PyObject_Vectorcall(callback, stack, 3, NULL);
-    Py_DECREF(callback);
-    if (result == NULL) {
-        /* as sys.settrace's trampoline does when a trace function raises */
-        PyEval_SetTrace(NULL, NULL);
-        Py_CLEAR(frame->f_trace);
-        return -1;
-    }
-    if (result != Py_None) {
-        Py_XSETREF(frame->f_trace, result);
-    } else {
-        Py_DECREF(result);
-        if (what == PyTrace_CALL) {
-            Py_CLEAR(frame->f_trace);
-        }
-    }
-    return 0;
-}
-
-static PyObject *gate_eval(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag);
+static PyObject *gate_eval(PyThreadState *tstate, struct _PyInterpreterFrame *frame, int throwflag);
 
 static void
 unlink_hook(PyInterpreterState *interp)
@@ -165,6 +157,52 @@ unlink_hook(PyInterpreterState *interp)
         _PyInterpreterState_SetEvalFrameFunc(interp, next_eval);
         linked = 0;
     } /* else a hook in front of ours calls it (torch.compile's): it stays, passing through */
+}
+
+static int
+gate_trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
+{
+    Gate *self = (Gate *)obj;
+    FrameObject *f = FRAME(frame);
+    PyObject *callback;
+    if (what == PyTrace_CALL) {
+        int wanted = wants_tracing(self, f->f_frame->f_code, f->f_frame->previous);
+        if (wanted < 0) {
+            return -1;
+        }
+        callback = wanted ? self->global : NULL;
+    } else {
+        callback = f->f_trace;
+    }
+    if (callback == NULL) {
+        return 0;
+    }
+    PyObject *stack[3] = {(PyObject *)frame, event_names[what], arg != NULL ? arg : Py_None};
+    Py_INCREF(callback);
+    Py_INCREF(self); /* the callback may remove the gate and drop the last reference to it */
+    PyObject *result = PyObject_Vectorcall(callback, stack, 3, NULL);
+    Py_DECREF(callback);
+    int failed = result == NULL;
+    if (failed) {
+        /* As sys.settrace's trampoline does when a trace function raises: tracing off in
+           this thread until it is set again. The gate goes too (as remove()), or its hook
+           would turn tracing back on in the next frame that wants it. */
+        if (active_gate == self) {
+            Py_CLEAR(active_gate);
+            unlink_hook(PyThreadState_Get()->interp);
+        }
+        PyEval_SetTrace(NULL, NULL);
+        Py_CLEAR(f->f_trace);
+    } else if (result != Py_None) {
+        Py_XSETREF(f->f_trace, result);
+    } else {
+        Py_DECREF(result);
+        if (what == PyTrace_CALL) {
+            Py_CLEAR(f->f_trace);
+        }
+    }
+    Py_DECREF(self);
+    return failed ? -1 : 0;
 }
 
 /* Plain sys.settrace from now on (calls are inlined again); frames still inside the hook
@@ -179,12 +217,12 @@ fall_back(Gate *self, PyThreadState *tstate)
 }
 
 static PyObject *
-evaluate(Gate *self, PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag);
+evaluate(Gate *self, PyThreadState *tstate, struct _PyInterpreterFrame *frame, int throwflag);
 
 /* The frame evaluation hook: tracing on while frames that want it run, off while library
    code runs, restored when the frame ends (its caller's state). */
 static PyObject *
-gate_eval(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
+gate_eval(PyThreadState *tstate, struct _PyInterpreterFrame *frame, int throwflag)
 {
     Gate *self = active_gate;
     if (self == NULL || tstate != self->thread || tstate->tracing) {
@@ -197,14 +235,18 @@ gate_eval(PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
         fall_back(self, tstate);
         return next_eval(tstate, frame, throwflag);
     }
+    /* Held while the frame runs: its code may remove the gate and drop the last reference
+       to it, and the frame's end still compares it with the active gate. */
+    Py_INCREF(self);
     depth++;
     PyObject *result = evaluate(self, tstate, frame, throwflag);
     depth--;
+    Py_DECREF(self);
     return result;
 }
 
 static PyObject *
-evaluate(Gate *self, PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag)
+evaluate(Gate *self, PyThreadState *tstate, struct _PyInterpreterFrame *frame, int throwflag)
 {
     _PyFrameEvalFunction next = next_eval;
     int tracing = trace_is_ours(tstate, self);
@@ -212,7 +254,7 @@ evaluate(Gate *self, PyThreadState *tstate, _PyInterpreterFrame *frame, int thro
     if (throwflag) { /* gen.throw(): the exception to raise in the frame is pending */
         PyErr_Fetch(&type, &value, &traceback);
     }
-    int wanted = wants_tracing(self, frame->f_code, tstate->cframe->current_frame);
+    int wanted = wants_tracing(self, ((InterpreterFrame *)frame)->f_code, CURRENT_FRAME(tstate));
     if (wanted < 0) {
         PyErr_Clear(); /* unknown: traced (the global function decides) */
         wanted = 1;
@@ -379,6 +421,35 @@ static struct PyModuleDef gate_module = {
     module_methods,
 };
 
+/* Whether the copied layouts are this interpreter's: read through them, the frame that
+   imports this module says what the public API says of it. 1: yes, 0: no, -1: error. */
+static int
+layout_checked(void)
+{
+    PyFrameObject *frame = PyEval_GetFrame(); /* borrowed */
+    if (frame == NULL) {
+        return 0;
+    }
+    InterpreterFrame *inner = FRAME(frame)->f_frame;
+    PyCodeObject *code = PyFrame_GetCode(frame);
+    PyFrameObject *back = PyFrame_GetBack(frame);
+    int same = inner == CURRENT_FRAME(PyThreadState_Get()) && inner->frame_obj == frame &&
+               inner->f_code == code &&
+               inner->previous == (back != NULL ? FRAME(back)->f_frame : NULL);
+    Py_DECREF(code);
+    Py_XDECREF(back);
+    PyObject *trace = PyObject_GetAttrString((PyObject *)frame, "f_trace");
+    if (trace == NULL) {
+        return -1;
+    }
+    /* f_trace set through the public attribute, read through the copy, then restored */
+    int failed = PyObject_SetAttrString((PyObject *)frame, "f_trace", Py_Ellipsis) < 0;
+    same = same && !failed && FRAME(frame)->f_trace == Py_Ellipsis;
+    failed = PyObject_SetAttrString((PyObject *)frame, "f_trace", trace) < 0 || failed;
+    Py_DECREF(trace);
+    return failed ? -1 : same;
+}
+
 PyMODINIT_FUNC
 PyInit__library_gate(void)
 {
@@ -389,6 +460,14 @@ PyInit__library_gate(void)
         if (event_names[i] == NULL) {
             return NULL;
         }
+    }
+    int checked = layout_checked();
+    if (checked <= 0) {
+        if (checked == 0) {
+            PyErr_SetString(PyExc_ImportError,
+                            "the gate does not know this interpreter's frame layout");
+        }
+        return NULL;
     }
     extra_index = _PyEval_RequestCodeExtraIndex(NULL);
     if (extra_index < 0) {

@@ -1,14 +1,13 @@
 """The ``sys.settrace`` gate (``_library_gate.c``): tracing off while library code runs.
 
-Built by ``pip install`` on CPython 3.11 where a C compiler is found; elsewhere, or with
-``SHAPELENS_LIBRARY_GATE=0`` in the environment, the tracer installs its Python function
-with ``sys.settrace`` as before (same records, slower: the whole program runs in the
-interpreter's tracing mode).
+Built by ``pip install`` on CPython 3.11 where a C compiler is found. Whether a run uses it
+is chosen with the backend (:func:`shapelens.engine.backends.choose_backend`); without it the
+tracer installs its Python function with ``sys.settrace`` (same records, slower: the whole
+program runs in the interpreter's tracing mode).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any, Protocol
@@ -35,18 +34,19 @@ class Gate(Protocol):
     def __call__(self, frame: FrameType, event: str, arg: Any) -> Any: ...
 
 
-def new_gate(
-    codes: dict[int, Any], global_function: Callable[[FrameType, str, Any], Any]
-) -> Gate | None:
-    """A gate over the recorder's code table and the Python global trace function, or None
-    where it is not built or switched off."""
-    if os.environ.get("SHAPELENS_LIBRARY_GATE", "1") == "0":
-        return None
+GateType = Callable[[dict[int, Any], Callable[[FrameType, str, Any], Any]], Gate]
+"""``_library_gate.Gate``: a gate over the recorder's code table and the Python global trace
+function."""
+
+
+def built_gate() -> GateType | None:
+    """The gate's type, or None where it is not built (or does not know this interpreter's
+    frame layout)."""
     try:
         from shapelens.engine import _library_gate  # type: ignore[attr-defined]
     except ImportError:
         return None
-    gate: Gate = _library_gate.Gate(codes, global_function)
+    gate: GateType = _library_gate.Gate
     return gate
 
 

@@ -12,6 +12,7 @@ returns ``DISABLE`` again. Tool id 3 or 4: 0 is debugpy's, 2 cProfile's.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable
@@ -88,6 +89,12 @@ class MonitoringTracer:
             monitoring.set_local_events(tool, code, 0)
         self._enabled.clear()
         monitoring.free_tool_id(tool)
+
+    def forked(self) -> None:
+        """In a forked child of user code: tracing off there for good. Called from an
+        at-fork hook, which must not fail the user's fork."""
+        with contextlib.suppress(Exception):
+            self.stop()
 
     def watch_returns(
         self,

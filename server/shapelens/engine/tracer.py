@@ -14,7 +14,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from shapelens.engine.frame_events import NO_STATEMENT, CodeInfo, FrameEvents
-from shapelens.engine.library_gate import Gate, new_gate
+from shapelens.engine.library_gate import Gate, GateType
 from shapelens.engine.untraced_imports import UntracedImports
 
 TraceFunction = Callable[[FrameType, str, Any], Any]
@@ -24,10 +24,15 @@ _MISSING = object()
 
 
 class Tracer:
-    """Drives a :class:`FrameEvents` recorder from ``sys.settrace`` events."""
+    """Drives a :class:`FrameEvents` recorder from ``sys.settrace`` events.
 
-    def __init__(self, events: FrameEvents) -> None:
+    ``gate``: the C gate's type where the backend's choice says to use it
+    (:func:`~shapelens.engine.backends.choose_backend`); it is used when nothing traced
+    before ``start()`` (a debugger's tracer is chained to instead)."""
+
+    def __init__(self, events: FrameEvents, *, gate: GateType | None) -> None:
         self.events = events
+        self._gate_type = gate
         self._codes = events.codes
         self._previous: Any = None
         self._previous_threading: Any = None
@@ -50,9 +55,9 @@ class Tracer:
         ours = self._global_function()
         installed = ours if self._previous is None else self._chained(self._previous, ours)
         self._installed = installed
-        if self._previous is None:
-            self._gate = new_gate(self._codes, ours)
-            if self._gate is not None and self._watched is not None:
+        if self._previous is None and self._gate_type is not None:
+            self._gate = self._gate_type(self._codes, ours)
+            if self._watched is not None:
                 self._gate.watch(self._watched)
                 self._gate.pause_watch(self._watch_paused)
         threading.settrace(installed)  # other threads: sys.settrace, as before

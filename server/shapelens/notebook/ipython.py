@@ -20,6 +20,7 @@ from typing import Any
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.display import display
 
+from shapelens.engine.backends import choose_backend
 from shapelens.notebook.session import CellRun, KernelSession
 from shapelens.present.listing import render_listing, render_listing_html
 from shapelens.trace.model import Trace
@@ -137,7 +138,7 @@ class ShapeLensMagics(Magics):
 
 def status_text(session: KernelSession) -> str:
     state = "on: every cell is traced" if session.enabled else "off"
-    backend = "sys.monitoring" if hasattr(sys, "monitoring") else "sys.settrace"
+    backend = f"sys.{choose_backend().kind}"
     return (
         f"ShapeLens {state} ({backend}); {session.cells_traced} cell run(s) traced;"
         f" trace file {session.trace_path}"

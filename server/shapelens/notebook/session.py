@@ -13,13 +13,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from shapelens.engine.backends import TracingBackend, new_backend
 from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.frame_events import FrameEvents
-from shapelens.engine.monitoring import MonitoringTracer
 from shapelens.engine.recorder import Recorder, VarStats
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.source_map import SourceMaps
-from shapelens.engine.tracer import Tracer
 from shapelens.trace.builder import TraceBuilder
 from shapelens.trace.codec import write_trace
 from shapelens.trace.model import CellSource, ExceptionInfo, Finding, Trace, TracedLine
@@ -59,9 +58,7 @@ class ActiveCell:
         self.events = FrameEvents(
             scope=scope, recorder=self.recorder, findings=findings, sources=code_sources
         )
-        self.engine: Tracer | MonitoringTracer = (
-            MonitoringTracer(self.events) if hasattr(sys, "monitoring") else Tracer(self.events)
-        )
+        self.engine: TracingBackend = new_backend(self.events)
         self.started = time.perf_counter()
         self.engine.start()
 

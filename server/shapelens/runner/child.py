@@ -24,16 +24,15 @@ from collections.abc import Callable, Iterator
 from typing import NoReturn
 
 from shapelens.debug import PYDEVD_PLUGIN_ROOT
+from shapelens.engine.backends import BackendUnavailable, TracingBackend, new_backend
 from shapelens.engine.frame_events import FrameEvents
 from shapelens.engine.module_tree import ModuleTree
-from shapelens.engine.monitoring import MonitoringTracer
 from shapelens.engine.recorder import Recorder
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.shape_only import STATUS as STOP_STATUS
 from shapelens.engine.shape_only import ShapeOnly, stop_reason
 from shapelens.engine.source_map import SourceMaps
 from shapelens.engine.torch_compile import CompileControl
-from shapelens.engine.tracer import Tracer
 from shapelens.runner.contract import ChildConfig
 from shapelens.runner.protocol import FrameWriter
 from shapelens.trace import messages
@@ -66,12 +65,12 @@ class ChildRun:
         )
         self.events.op_watch.enabled = not config.keep_compile
         self.events.scalars_on_gpu = config.scalars_on_gpu
-        self.engine: Tracer | MonitoringTracer = Tracer(self.events)
-        available = hasattr(sys, "monitoring")
-        if config.backend == "monitoring" and not available:
-            self.fail(f"--backend monitoring needs Python 3.12+ (this is {sys.version.split()[0]})")
-        if available and config.backend in ("monitoring", "auto"):
-            self.engine = MonitoringTracer(self.events, sample_hits=config.sample_hits)
+        try:
+            self.engine: TracingBackend = new_backend(
+                self.events, config.backend, sample_hits=config.sample_hits
+            )
+        except BackendUnavailable as err:
+            self.fail(f"--backend {err}")
         self.compile = CompileControl(
             scope=scope,
             recorder=self.recorder,
@@ -143,11 +142,7 @@ class ChildRun:
         self._ended = True
         sys.settrace(None)
         threading.settrace(None)
-        if isinstance(self.engine, MonitoringTracer):
-            with contextlib.suppress(Exception):
-                self.engine.stop()
-        else:
-            self.engine.forked()
+        self.engine.forked()
         # faulthandler writes into the crash pipe: a reused descriptor number must not get it.
         faulthandler.disable()
         config = self.config

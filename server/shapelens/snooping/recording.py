@@ -11,11 +11,12 @@ import time
 from types import FrameType
 from typing import Any
 
+from shapelens.engine.backends import new_backend
 from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.frame_events import FrameEvents
 from shapelens.engine.recorder import Recorder
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
-from shapelens.engine.tracer import TraceFunction, Tracer
+from shapelens.engine.tracer import TraceFunction
 from shapelens.trace import write_trace
 from shapelens.trace.builder import TraceBuilder
 
@@ -35,7 +36,9 @@ class SnoopRecording:
         # Snooped code is user code by definition: the scope's filters are not consulted.
         scope = UserCodeScope(ScopeConfig(root=os.getcwd()))
         events = FrameEvents(scope=scope, recorder=self.recorder, findings=FindingsConfig())
-        self.tracer = Tracer(events)
+        # pysnooper's sys.settrace function picks the frames and hands us their events: the
+        # settrace backend's local tracers follow them (it is never started itself).
+        self.tracer = new_backend(events, "settrace")
         self._locals: dict[int, TraceFunction] = {}
         self._started = time.monotonic()
         self._builder = TraceBuilder(argv=list(sys.argv))

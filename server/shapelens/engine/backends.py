@@ -1,0 +1,94 @@
+"""The tracing backends behind one protocol, and the one place that chooses among them.
+
+Every wiring of the engine (the runner's child, a notebook session, ``snoop``'s recording)
+builds its backend with :func:`new_backend`:
+
+- ``sys.monitoring`` (:mod:`~shapelens.engine.monitoring`) where the interpreter has it
+  (3.12+), unless ``sys.settrace`` is asked for;
+- else ``sys.settrace`` (:mod:`~shapelens.engine.tracer`), through the C gate
+  (:mod:`~shapelens.engine.library_gate`) where it is built (CPython 3.11), unless
+  ``SHAPELENS_LIBRARY_GATE=0`` is in the environment.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from typing import Literal, Protocol, overload
+
+from shapelens.engine.frame_events import FrameEvents
+from shapelens.engine.library_gate import built_gate
+from shapelens.engine.module_tree import ReturnWatch
+from shapelens.engine.monitoring import MonitoringTracer
+from shapelens.engine.tracer import Tracer
+
+GATE_VARIABLE = "SHAPELENS_LIBRARY_GATE"
+"""``0``: the ``sys.settrace`` backend without its C gate (plain ``sys.settrace``)."""
+
+REQUESTS = ("auto", "settrace", "monitoring")
+"""What a user may ask for (``shapelens run --backend``); "auto": the fastest there is."""
+
+
+class TracingBackend(ReturnWatch, Protocol):
+    """A tracing backend: follows the frames of user code and reports their events to a
+    :class:`~shapelens.engine.frame_events.FrameEvents` recorder (and the returns of one
+    library code object to the module tree, as :class:`ReturnWatch`)."""
+
+    def start(self) -> None:
+        """Trace from here on: this thread, and threads started later."""
+
+    def stop(self) -> None:
+        """Stop tracing, and restore what was there before (another tool's tracer)."""
+
+    def forked(self) -> None:
+        """In a forked child of user code: tracing off there for good."""
+
+
+class BackendUnavailable(Exception):
+    """The backend asked for cannot run in this interpreter; the message follows the name
+    asked for ("monitoring needs Python 3.12+ ...")."""
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    kind: Literal["settrace", "monitoring"]
+    gated: bool = False
+    """settrace: through the C gate (where nothing traced before it starts)."""
+
+
+def choose_backend(requested: str = "auto") -> BackendChoice:
+    """The backend for ``requested`` (one of :data:`REQUESTS`) in this interpreter."""
+    if requested not in REQUESTS:
+        raise BackendUnavailable(f"{requested!r} is not one of {', '.join(REQUESTS)}")
+    has_monitoring = hasattr(sys, "monitoring")
+    if requested == "monitoring" and not has_monitoring:
+        python = sys.version.split()[0]
+        raise BackendUnavailable(f"monitoring needs Python 3.12+ (this is {python})")
+    if has_monitoring and requested != "settrace":
+        return BackendChoice("monitoring")
+    gated = os.environ.get(GATE_VARIABLE, "1") != "0" and built_gate() is not None
+    return BackendChoice("settrace", gated=gated)
+
+
+@overload
+def new_backend(
+    events: FrameEvents, requested: Literal["settrace"], *, sample_hits: int | None = None
+) -> Tracer: ...
+
+
+@overload
+def new_backend(
+    events: FrameEvents, requested: str = "auto", *, sample_hits: int | None = None
+) -> TracingBackend: ...
+
+
+def new_backend(
+    events: FrameEvents, requested: str = "auto", *, sample_hits: int | None = None
+) -> TracingBackend:
+    """The backend :func:`choose_backend` chooses, reporting to ``events``; ``sample_hits``:
+    with sys.monitoring, a line's events stop after that many hits."""
+    choice = choose_backend(requested)
+    if choice.kind == "monitoring":
+        return MonitoringTracer(events, sample_hits=sample_hits)
+    return Tracer(events, gate=built_gate() if choice.gated else None)
