@@ -22,12 +22,14 @@ from shapelens.engine.library_gate import built_gate
 from shapelens.engine.module_tree import ReturnWatch
 from shapelens.engine.monitoring import MonitoringTracer
 from shapelens.engine.tracer import Tracer
+from shapelens.settings.groups import BACKENDS
 
 GATE_VARIABLE = "SHAPELENS_LIBRARY_GATE"
 """``0``: the ``sys.settrace`` backend without its C gate (plain ``sys.settrace``)."""
 
-REQUESTS = ("auto", "settrace", "monitoring")
-"""What a user may ask for (``shapelens run --backend``); "auto": the fastest there is."""
+REQUESTS = BACKENDS
+"""What a user may ask for (``shapelens run --backend``, declared with the settings);
+"auto": the fastest there is."""
 
 
 class TracingBackend(ReturnWatch, Protocol):
