@@ -38,6 +38,7 @@ from shapelens.engine.findings.library_warnings import LibraryWarningRule, Warne
 from shapelens.engine.findings.mismatch import MismatchRule, Raised
 from shapelens.engine.findings.nonfinite import NonfiniteRule, NonfiniteValue
 from shapelens.engine.findings.op_watch import OpWatch
+from shapelens.engine.findings.rule import Rule
 from shapelens.engine.reading import Reader
 from shapelens.engine.recorder import Recorder, VarStats
 from shapelens.engine.scope import UserCodeScope
@@ -81,9 +82,9 @@ class FrameEvents:
         self._read_names = self._reader.read_names
         facts = RunFacts(recorder.origin_of, self.sources, scope)
         self._nonfinite = NonfiniteRule(facts, findings)
-        self._broadcast = BroadcastRule(facts)
-        self._library_warnings = LibraryWarningRule(facts)
-        self._mismatch = MismatchRule(facts)
+        self._broadcast: Rule[LineStarting | OpRan] = BroadcastRule(facts)
+        self._library_warnings: Rule[Warned] = LibraryWarningRule(facts)
+        self._mismatch: Rule[Raised] = MismatchRule(facts)
         if findings.nonfinite:
             self._reader.check_value = self._check_value
         self._last_exception: tuple[int, type] | None = None

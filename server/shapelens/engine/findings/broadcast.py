@@ -15,7 +15,6 @@ column, and every pair was subtracted. The rule (docs/findings.md):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -52,40 +51,59 @@ def accidental(
     return any(result[i] == result[j] for i in stretched_a for j in stretched_b)
 
 
-@dataclass(frozen=True, kw_only=True)
 class Broadcast:
-    """One accidental broadcast, found on a line."""
+    """One accidental broadcast, found on a line: the operator, its text, each operand's
+    label and shape, and the shape they broadcast to."""
 
-    op: str
-    text: str
-    left: str
-    left_shape: tuple[int, ...]
-    right: str
-    right_shape: tuple[int, ...]
-    result: tuple[int, ...]
+    __slots__ = ("left", "left_shape", "op", "result", "right", "right_shape", "text")
+
+    def __init__(
+        self,
+        *,
+        op: str,
+        text: str,
+        left: str,
+        left_shape: tuple[int, ...],
+        right: str,
+        right_shape: tuple[int, ...],
+        result: tuple[int, ...],
+    ) -> None:
+        self.op = op
+        self.text = text
+        self.left = left
+        self.left_shape = left_shape
+        self.right = right
+        self.right_shape = right_shape
+        self.result = result
 
 
-@dataclass(frozen=True, kw_only=True)
 class LineStarting:
     """A statement with elementwise operators is about to run (on its hits 1, 2, 4, …):
     the operands its expressions name are read from its frame."""
 
-    frame: FrameType
-    info: CodeInfo
-    line: int
+    __slots__ = ("frame", "info", "line")
+
+    def __init__(self, *, frame: FrameType, info: CodeInfo, line: int) -> None:
+        self.frame = frame
+        self.info = info
+        self.line = line
 
 
-@dataclass(frozen=True, kw_only=True)
 class OpRan:
     """An elementwise torch op that a watched statement ran (its ``site``), with its real
     operands and result."""
 
-    info: CodeInfo
-    line: int
-    site: OpSite
-    left: Any
-    right: Any
-    result: Any
+    __slots__ = ("info", "left", "line", "result", "right", "site")
+
+    def __init__(
+        self, *, info: CodeInfo, line: int, site: OpSite, left: Any, right: Any, result: Any
+    ) -> None:
+        self.info = info
+        self.line = line
+        self.site = site
+        self.left = left
+        self.right = right
+        self.result = result
 
 
 class BroadcastRule:

@@ -16,7 +16,6 @@ import contextlib
 import re
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -40,16 +39,19 @@ def severity_of(message: str, category: type) -> Severity:
     return "warning" if BUG_WARNING.search(message) else "info"
 
 
-@dataclass(frozen=True, kw_only=True)
 class Warned:
     """A warning is being shown while ``frame``, the innermost frame of user code, runs."""
 
-    message: str
-    category: type
-    frame: FrameType
-    info: CodeInfo
-    issued_here: bool
-    """``frame`` itself called the warnings machinery (no library code in between)."""
+    __slots__ = ("category", "frame", "info", "issued_here", "message")
+
+    def __init__(
+        self, *, message: str, category: type, frame: FrameType, info: CodeInfo, issued_here: bool
+    ) -> None:
+        self.message = message
+        self.category = category
+        self.frame = frame
+        self.info = info
+        self.issued_here = issued_here
 
 
 class LibraryWarningRule:

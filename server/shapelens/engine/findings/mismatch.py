@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from types import FrameType
 from typing import Any
 
@@ -96,15 +96,17 @@ DeclaredAt = Callable[[str, Any], "tuple[str, int] | None"]
 """(operand label, module value) → (file, line) of the statement that declared it."""
 
 
-@dataclass(frozen=True, kw_only=True)
 class Raised:
     """An exception was raised in ``frame`` (user code) while its statement ``line`` ran;
     the engine reports the findings if the run ends with it."""
 
-    exc: BaseException
-    frame: FrameType
-    info: CodeInfo
-    line: int
+    __slots__ = ("exc", "frame", "info", "line")
+
+    def __init__(self, *, exc: BaseException, frame: FrameType, info: CodeInfo, line: int) -> None:
+        self.exc = exc
+        self.frame = frame
+        self.info = info
+        self.line = line
 
 
 class MismatchRule:

@@ -16,7 +16,6 @@ import cmath
 import math
 import re
 import sys
-from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -28,19 +27,27 @@ from shapelens.engine.findings.finding import Finding, Operand
 from shapelens.engine.recorder import VarStats
 
 
-@dataclass(frozen=True, kw_only=True)
 class NonfiniteValue:
-    """A value just read that holds NaN or Inf."""
+    """A value just read that holds NaN or Inf (``state``), with the record it was read
+    into, and the frame whose statement stored it and that code's info (None: a returned
+    value, or not the statement's first non-finite value: its inputs are not read again)."""
 
-    stats: VarStats
-    """The record it was read into (its line, name and metadata)."""
-    value: Any
-    state: str
-    """``NaN`` or ``Inf``."""
-    frame: FrameType | None = None
-    """The frame whose statement stored it, and that code's info (None: a returned value,
-    or not the statement's first non-finite value: its inputs are not read again)."""
-    info: CodeInfo | None = None
+    __slots__ = ("frame", "info", "state", "stats", "value")
+
+    def __init__(
+        self,
+        *,
+        stats: VarStats,
+        value: Any,
+        state: str,
+        frame: FrameType | None = None,
+        info: CodeInfo | None = None,
+    ) -> None:
+        self.stats = stats
+        self.value = value
+        self.state = state
+        self.frame = frame
+        self.info = info
 
 
 class NonfiniteRule:
