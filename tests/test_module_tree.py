@@ -332,7 +332,7 @@ def test_a_slot_tells_what_is_new() -> None:
     """A batch size inside the ranges seen is nothing new; a wider one, another number of
     dims, dtype or device is (the tree watches every call again after it)."""
     torch = pytest.importorskip("torch")
-    from shapelens.engine.module_tree import TensorSlot
+    from shapelens.engine.module_calls import TensorSlot
 
     slot = TensorSlot()
     assert slot.would_be_new(torch.ones(8, 4)) and slot.observe(torch.ones(8, 4))

@@ -72,31 +72,7 @@ class CodeInfo:
         self.is_generator = bool(code.co_flags & _GENERATOR_FLAGS)
         self.hits = recorder.hits_table(file)
         self.stats = recorder.stats_table(file)
-        stores: dict[int, list[str]] = {}
-        global_names: set[str] = set()
-        yield_offsets: set[int] = set()
-        lines: set[int] = set()
-        for instruction in dis.get_instructions(code):
-            line = instruction.positions.lineno if instruction.positions else None
-            if line is None:
-                continue
-            lines.add(line)
-            if instruction.opname == "YIELD_VALUE":
-                # 3.11/3.12 report the YIELD_VALUE itself as f_lasti, 3.13 the unit after it.
-                yield_offsets.update((instruction.offset, instruction.offset + 2))
-            if instruction.opname not in _STORE_OPS:
-                continue
-            statement = self.statement_of.get(line, line)
-            names = (
-                instruction.argval
-                if isinstance(instruction.argval, tuple)
-                else (instruction.argval,)
-            )
-            for name in names:
-                if isinstance(name, str) and name not in stores.setdefault(statement, []):
-                    stores[statement].append(name)
-            if instruction.opname == "STORE_GLOBAL":
-                global_names.add(str(instruction.argval))
+        stores, global_names, yield_offsets, lines = _scan(code, self.statement_of)
         # Attribute and subscript stores of this code's statements (`self.w = …`, `pe[i] = …`).
         self.target_stores: dict[int, frozenset[str]] = {}
         for statement, targets in source.target_stores.items():
@@ -141,3 +117,34 @@ class CodeInfo:
         # Statements whose line events are off: statement → the backend's re-arm generation
         # then (an event of the same generation is another line of the same statement).
         self.switched_off: dict[int, int] = {}
+
+
+def _scan(
+    code: CodeType, statement_of: dict[int, int]
+) -> tuple[dict[int, list[str]], set[str], set[int], set[int]]:
+    """The bytecode read once: the names each statement stores, the globals stored, the
+    offsets of yields, and the lines that have code."""
+    stores: dict[int, list[str]] = {}
+    global_names: set[str] = set()
+    yield_offsets: set[int] = set()
+    lines: set[int] = set()
+    for instruction in dis.get_instructions(code):
+        line = instruction.positions.lineno if instruction.positions else None
+        if line is None:
+            continue
+        lines.add(line)
+        if instruction.opname == "YIELD_VALUE":
+            # 3.11/3.12 report the YIELD_VALUE itself as f_lasti, 3.13 the unit after it.
+            yield_offsets.update((instruction.offset, instruction.offset + 2))
+        if instruction.opname not in _STORE_OPS:
+            continue
+        statement = statement_of.get(line, line)
+        names = (
+            instruction.argval if isinstance(instruction.argval, tuple) else (instruction.argval,)
+        )
+        for name in names:
+            if isinstance(name, str) and name not in stores.setdefault(statement, []):
+                stores[statement].append(name)
+        if instruction.opname == "STORE_GLOBAL":
+            global_names.add(str(instruction.argval))
+    return stores, global_names, yield_offsets, lines

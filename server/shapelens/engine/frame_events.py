@@ -7,9 +7,10 @@ called only when the frame moves to another statement), the frame returned or yi
 (:meth:`FrameEvents.frame_returned`), an exception was raised in it
 (:meth:`FrameEvents.exception_raised`). When a statement is over, the names it stored are
 read from the frame and their metadata recorded on its line: only stored names are read, so
-the cost per event does not grow with the number of locals or iterations. The findings that
-need the running program (non-finite values, broadcasts, library warnings, shape and dtype
-errors) are checked here too, so both backends record the same things.
+the cost per event does not grow with the number of locals or iterations (the reading
+itself: :mod:`shapelens.engine.reading`). The findings that need the running program
+(non-finite values, broadcasts, library warnings, shape and dtype errors) are observed here
+too, so both backends record the same things; each kind's rule is in ``findings/<kind>.py``.
 
 Hits are always counted exactly. Reading values (the costly part: the frame's locals and
 each tensor's metadata) is sampled per statement: every hit for its first
@@ -21,35 +22,27 @@ more when its frame ends, so a loop's last value (the smaller final batch) is se
 
 from __future__ import annotations
 
-import ast
-import builtins
-import math
 import os
 import sys
 import warnings
-import weakref
 from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
 
-from shapelens.engine import values
 from shapelens.engine.code_info import NO_STATEMENT, CodeInfo
 from shapelens.engine.findings import FindingsConfig
-from shapelens.engine.findings.broadcast import Broadcast, accidental, find_broadcast
-from shapelens.engine.findings.intent import KEEPDIM, NO_SHAPING, line_shaping, silences
-from shapelens.engine.findings.library_warnings import WarningListener, severity_of
-from shapelens.engine.findings.mismatch import explain_all, mismatch_kind, operands_of
-from shapelens.engine.findings.nonfinite import (
-    holds_only_zero_or_inf,
-    is_mask_text,
-    nonfinite_flags,
-    nonfinite_state,
-    takes_log,
-)
+from shapelens.engine.findings.broadcast import BroadcastRule, LineStarting, OpRan
+from shapelens.engine.findings.context import RunFacts
+from shapelens.engine.findings.finding import Finding
+from shapelens.engine.findings.library_warnings import LibraryWarningRule, Warned, WarningListener
+from shapelens.engine.findings.mismatch import MismatchRule, Raised
+from shapelens.engine.findings.nonfinite import NonfiniteRule, NonfiniteValue
 from shapelens.engine.findings.op_watch import OpWatch
-from shapelens.engine.recorder import MAX_SHAPES, Recorder, VarStats
+from shapelens.engine.findings.rule import Rule
+from shapelens.engine.reading import Reader
+from shapelens.engine.recorder import Recorder, VarStats
 from shapelens.engine.scope import UserCodeScope
-from shapelens.engine.source_map import SourceMaps, declared_in_class
+from shapelens.engine.source_map import SourceMaps
 
 __all__ = ["NO_STATEMENT", "CodeInfo", "FrameEvents"]
 
@@ -85,20 +78,32 @@ class FrameEvents:
         4 µs for a torch function on 3.12; the codes are kept alive, so no id is reused."""
         self._seen_codes: list[CodeType] = []
         self.op_watch = OpWatch(self._on_op)
-        self.scalars_on_gpu = False
-        """Read 0-dim GPU tensors for their course (each read synchronises the device)."""
-        self._nonfinite = findings.nonfinite
+        self._reader = Reader(recorder)
+        self._read_names = self._reader.read_names
+        facts = RunFacts(recorder.origin_of, self.sources, scope)
+        self._nonfinite = NonfiniteRule(facts, findings)
+        self._broadcast: Rule[LineStarting | OpRan] = BroadcastRule(facts)
+        self._library_warnings: Rule[Warned] = LibraryWarningRule(facts)
+        self._mismatch: Rule[Raised] = MismatchRule(facts)
+        if findings.nonfinite:
+            self._reader.check_value = self._check_value
         self._last_exception: tuple[int, type] | None = None
-        self._pending_errors: list[tuple[tuple[int, type], list[dict[str, Any]]]] = []
-        self._unweakrefable: set[type] = set()
+        self._pending_errors: list[tuple[tuple[int, type], list[Finding]]] = []
         self._warnings = WarningListener(self._on_warning)
-        self._warned: set[tuple[str, int, str]] = set()
-        self._capturing: FrameType | None = None
-        """The frame whose finished statement is being recorded (for the nonfinite check)."""
         self._watched: dict[int, tuple[CodeInfo, int, dict[str, int]]] = {}
+        """Frames whose statement the op watch follows: (code, statement, ops seen per op)."""
         self._news_listeners: list[Callable[[], None]] = []
         self.statement_started = self._statement_hook()
         self.loop_iterated = self._iteration_hook()
+
+    @property
+    def scalars_on_gpu(self) -> bool:
+        """Read 0-dim GPU tensors for their course (each read synchronises the device)."""
+        return self._reader.scalars_on_gpu
+
+    @scalars_on_gpu.setter
+    def scalars_on_gpu(self, on: bool) -> None:
+        self._reader.scalars_on_gpu = on
 
     # -- code objects ------------------------------------------------------------------
     def info_for(self, code: CodeType) -> CodeInfo | None:
@@ -234,7 +239,7 @@ class FrameEvents:
             self._read_last_values(frame, info)
         if value is not None and previous != NO_STATEMENT:
             line = frame.f_lineno
-            self._record_value(
+            self._reader.read_returned(
                 info, info.statement_of.get(line, line), "<yield>" if yielded else "<return>", value
             )
 
@@ -249,32 +254,12 @@ class FrameEvents:
         if exc is None or key == self._last_exception:
             return  # already seen in a more inner frame of user code
         self._last_exception = key
-        kind = mismatch_kind(exc) if self.findings.mismatch else None
-        if kind is None:
+        if not self.findings.mismatch:
             return
         line = info.statement_of.get(frame.f_lineno, frame.f_lineno)
-        statement = info.source.statements.get(line)
-        if statement is None:
-            return
-        try:
-            resolve = _resolver(frame)
-            operands = operands_of(statement, resolve)
-            error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            findings = explain_all(
-                kind,
-                operands,
-                self.recorder.origin_of,
-                info.file,
-                line,
-                error,
-                statement=statement,
-                declared_at=self._declarations(info, resolve),
-                expression=info.source.statement_text(line) or None,
-            )
-        except Exception:
-            return
-        if findings:
-            self._pending_errors = [*self._pending_errors[-7:], (key, findings)]
+        found = self._mismatch.observe(Raised(exc=exc, frame=frame, info=info, line=line))
+        if found:
+            self._pending_errors = [*self._pending_errors[-7:], (key, found)]
 
     def on_news(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` whenever a read sees something new (the module tree wakes)."""
@@ -323,10 +308,9 @@ class FrameEvents:
 
     def conclude(self, exc: BaseException | None) -> None:
         """The run ended with ``exc``: report the mismatch finding it caused, if any."""
-        for key, findings in self._pending_errors:
+        for key, found in self._pending_errors:
             if exc is not None and key == (id(exc), type(exc)):
-                for finding in findings:
-                    self.recorder.add_finding(finding)
+                self._add(found)
         self._pending_errors = []
 
     # -- library warnings (both backends) ----------------------------------------------
@@ -338,7 +322,7 @@ class FrameEvents:
     def stop_listening(self) -> None:
         self._warnings.stop()
 
-    # -- recording -----------------------------------------------------------------------
+    # -- sampling ----------------------------------------------------------------------
     def _read(
         self,
         frame: FrameType,
@@ -360,7 +344,7 @@ class FrameEvents:
             info.stale.add(line)
             return
         info.stale.discard(line)
-        if self._capture(frame, info, line, names, arguments):
+        if self._read_names(frame, info, line, names, arguments):
             info.dense_until[line] = hit + DENSE_HITS
             for listener in self._news_listeners:
                 listener()
@@ -376,267 +360,36 @@ class FrameEvents:
         unread = (info.stale | info.switched_off.keys()) & info.unique_stores
         for line in unread:
             info.stale.discard(line)
-            self._capture(frame, info, line, info.stores[line], False, counted=True)
+            self._read_names(frame, info, line, info.stores[line], False, counted=True)
 
-    def _capture(
-        self,
-        frame: FrameType,
-        info: CodeInfo,
-        line: int,
-        names: tuple[str, ...],
-        arguments: bool,
-        *,
-        counted: bool = False,
+    # -- findings: what each rule observes, and its findings recorded ------------------
+    def _add(self, found: list[Finding]) -> None:
+        for finding in found:
+            self.recorder.add_finding(finding.to_message())
+
+    def _check_value(
+        self, stats: VarStats, value: Any, kind: int, frame: FrameType | None, info: CodeInfo | None
     ) -> bool:
-        """Record the values of ``names`` on ``line``; whether any was new (shape, dtype,
-        device, type). ``counted``: this hit was counted already."""
-        try:
-            scope = frame.f_locals
-        except Exception:
-            return False
-        table = info.stats.get(line)
-        if table is None:
-            table = info.stats[line] = {}
-        self._capturing = frame
-        kinds = values.kind_of_type
-        changed = False
-        targets = info.target_stores.get(line, ())
-        for name in names:
-            if "." in name:
-                value = _attribute_path(scope, frame, name)
-            else:
-                value = scope.get(name, _MISSING)
-                if value is _MISSING and name in info.global_names:
-                    value = frame.f_globals.get(name, _MISSING)
-            if value is _MISSING:
-                continue
-            kind = kinds.get(type(value))
-            if kind is None:
-                kind = values.classify(value)
-            # What a store into an attribute or an item holds was made elsewhere (and checked
-            # there); `logits[logits < v] = -inf` is top-k sampling, not a NaN/Inf bug.
-            checked = name not in targets
-            if kind and self._observe(
-                info, table, line, name, value, kind, arguments, 0, counted, checked
-            ):
-                changed = True
-        return changed
-
-    def _record_value(self, info: CodeInfo, line: int, name: str, value: Any) -> None:
-        self._capturing = None  # a returned value: no statement inputs to read
-        kind = values.kind_of(value)
-        if kind:
-            table = info.stats.get(line)
-            if table is None:
-                table = info.stats[line] = {}
-            self._observe(info, table, line, name, value, kind, False, 0)
-
-    def _observe(
-        self,
-        info: CodeInfo,
-        table: dict[str, VarStats],
-        line: int,
-        name: str,
-        value: Any,
-        kind: int,
-        argument: bool,
-        depth: int,
-        counted: bool = False,
-        checked: bool = True,
-    ) -> bool:
-        """Record one value; whether it was new (shape, dtype, device or type). ``checked``:
-        scan it for NaN/Inf."""
-        if kind in values.CONTAINER_KINDS:
-            changed = False
-            if depth < values.MAX_CONTAINER_DEPTH:
-                for entry, item in values.container_entries(name, value, kind):
-                    item_kind = values.kind_of(item)
-                    if item_kind == values.NUMBER:
-                        continue  # a number inside a container: not a name the user bound
-                    if item_kind and self._observe(
-                        info, table, line, entry, item, item_kind, argument, depth + 1, counted,
-                        checked,
-                    ):  # fmt: skip
-                        changed = True
-            return changed
-        tp = type(value)
-        if kind == values.NUMBER and name == "_":
-            return False  # the throwaway name (`for _ in range(n)`) says nothing
-        stats = table.get(name)
-        changed = stats is None or stats.type is not tp
-        if stats is None:
-            stats = table[name] = self.recorder.new_stats(info.file, line, name, tp)
-            stats.is_argument = argument
-        stats.type = tp
-        # The hit is counted last, once everything it read is in place: the flusher thread
-        # sends a record when its hits changed, and must not send one half-updated for good.
-        hit = stats.hits + 1 if not counted or stats.hits == 0 else stats.hits
-        if kind == values.NUMBER:
-            # Only a new type counts as a change: a counter's every value would keep the
-            # line read densely. Values are never checked for NaN/Inf (`best = float("inf")`).
-            stats.note_number(value)
-            stats.remember(value, hit)
-            stats.hits = hit
-            return changed
-        dtype, device = stats.dtype, stats.device
-        try:
-            if kind == values.TORCH:
-                stats.dtype = value.dtype
-                stats.device = value.device
-                requires_grad = value.requires_grad
-                if requires_grad is not stats.requires_grad and stats.requires_grad is not None:
-                    stats.grad_varied = True  # trained and evaluated: neither is the story
-                stats.requires_grad = requires_grad
-                if requires_grad:
-                    grad_fn = value.grad_fn
-                    stats.grad_fn = None if grad_fn is None else type(grad_fn).__name__
-                else:
-                    stats.grad_fn = None
-                shape = value.shape
-            else:
-                stats.dtype = value.dtype
-                stats.device = getattr(value, "device", None)
-                shape = tuple(value.shape)
-        except Exception:
-            shape = None  # nested tensors and odd objects: keep what could be read
-        if shape is not None and not shape:
-            _remember_scalar(stats, value, kind, self.scalars_on_gpu, hit)
-        if shape != stats.shape:
-            stats.shape = shape
-            shapes = stats.shapes
-            if shape is not None:
-                stats.widen(shape)
-            if shape is not None and shape not in shapes:
-                changed = True
-                if len(shapes) < MAX_SHAPES:
-                    shapes.append(shape)
-            stats.count_shape(shapes.index(shape) if shape in shapes else -1, hit)
-        if dtype != stats.dtype or device != stats.device:
-            changed = True
-        if tp not in self._unweakrefable:
-            try:
-                stats.ref = weakref.ref(value)
-            except TypeError:
-                self._unweakrefable.add(tp)
-        stats.hits = hit
-        if checked and self._nonfinite and hit >= stats.next_nonfinite_check:
-            stats.next_nonfinite_check = hit * 2
-            self._check_nonfinite(stats, value, kind)
-        return changed
-
-    # -- findings --------------------------------------------------------------------------
-    def _check_nonfinite(self, stats: VarStats, value: Any, kind: int) -> None:
-        config = self.findings
-        state = nonfinite_state(value, kind, config.nonfinite_max_elements, config.nonfinite_on_gpu)
+        """A value was just read (on its hits 1, 2, 4, ...): whether it holds NaN or Inf."""
+        rule = self._nonfinite
+        state = rule.scan(value, kind)
         if state is None:
-            return
-        frame, self._capturing = self._capturing, None
-        inputs = self._statement_inputs(frame, stats.line, value) if frame is not None else []
-        if state == "Inf" and self._is_mask(stats, value, inputs, frame):
-            return  # -inf on purpose (a causal mask): not a bug
-        self._nonfinite = False  # only the first line where it happens
-        operand = {
-            "name": stats.name,
-            "shape": None if stats.shape is None else [int(d) for d in stats.shape],
-            "dtype": values.dtype_name(stats.dtype),
-            "device": values.device_name(stats.device),
-            "requires_grad": stats.requires_grad,
-            "line": stats.line,
-        }
-        source = self.sources.get(stats.file)
-        self.recorder.add_finding(
-            {
-                "kind": "nonfinite",
-                "severity": "warning",
-                "file": stats.file,
-                "line": stats.line,
-                "expression": source.statement_text(stats.line) or None,
-                "operands": [
-                    operand,
-                    *({"name": name, "shape": list(_shape(v) or ()), **self._facts(v)}
-                      for name, v in inputs),
-                ],  # the value, then what the line computed it from
-                "state": state,
-                "hit": stats.hits,
-            }
-        )  # fmt: skip
-
-    def _names_an_infinity(self, stats: VarStats, frame: FrameType) -> bool:
-        """The statement names a Python float that is ±inf (a constant such as NEG_INF)."""
-        info = self.known(frame.f_code)
-        statement = info.source.statements.get(stats.line) if info is not None else None
-        if statement is None:
             return False
-        scope, globals_ = frame.f_locals, frame.f_globals
-        for node in ast.walk(statement):
-            if isinstance(node, ast.Name):
-                value = scope.get(node.id, globals_.get(node.id))
-                if isinstance(value, float) and math.isinf(value):
-                    return True
-        return False
-
-    def _statement_inputs(self, frame: FrameType, line: int, value: Any) -> list[tuple[str, Any]]:
-        """The tensors the statement names (other than its result), as they are now."""
-        info = self.known(frame.f_code)
-        statement = info.source.statements.get(line) if info is not None else None
-        if statement is None:
-            return []
-        try:
-            found = operands_of(statement, _resolver(frame))
-        except Exception:
-            return []
-        return [(o.label, o.value) for o in found if not o.is_module and o.value is not value][:6]
-
-    def _is_mask(
-        self,
-        stats: VarStats,
-        value: Any,
-        inputs: list[tuple[str, Any]],
-        frame: FrameType | None,
-    ) -> bool:
-        """An Inf that is a mask: made by masked_fill/where/an inf literal, the log of a 0/1
-        tensor, or carried over from an input that held it already."""
-        text = self.sources.get(stats.file).statement_text(stats.line)
-        if is_mask_text(text) or (takes_log(text) and holds_only_zero_or_inf(value)):
-            return True
-        if frame is not None and self._names_an_infinity(stats, frame):
-            return True  # `torch.full((k,), NEG_INF)` with NEG_INF = float("-inf")
-        origin = self.recorder.origin_of(value)  # made by a helper: `mask = causal_mask(T)`
-        if origin is not None and (origin.file, origin.line) != (stats.file, stats.line):
-            born = self.sources.get(origin.file).statement_text(origin.line)
-            if is_mask_text(born) or (takes_log(born) and holds_only_zero_or_inf(value)):
-                return True
-        config = self.findings
-        for _, item in inputs:
-            flags = nonfinite_flags(
-                item, values.kind_of(item), config.nonfinite_max_elements, config.nonfinite_on_gpu
-            )
-            if flags is not None and flags[1]:
-                return True
-        return False
+        seen = NonfiniteValue(stats=stats, value=value, state=state, frame=frame, info=info)
+        found = rule.observe(seen)
+        if found:
+            self._reader.check_value = None  # only the first line where it happens
+            self._add(found)
+        return True
 
     def _check_broadcast(self, frame: FrameType, info: CodeInfo, line: int) -> None:
         if not self.findings.broadcast:
             info.broadcast_lines.discard(line)
             return
-        resolve = _resolver(frame)
-        candidates = info.elementwise.get(line, ())
-        if candidates:
-
-            def shape_of(path: tuple[str, ...]) -> tuple[int, ...] | None:
-                return _shape(resolve(path))
-
-            def shaping(path: tuple[str, ...]) -> int:
-                return self._born_shaping(resolve(path))
-
-            for candidate in candidates:
-                try:
-                    found = find_broadcast(candidate, shape_of, shaping)
-                except Exception:
-                    found = None
-                if found is not None:
-                    self._report_broadcast(info, line, found, ())
-                    return
+        if info.elementwise.get(line):
+            seen = LineStarting(frame=frame, info=info, line=line)
+            if self._report_broadcast(info, line, self._broadcast.observe(seen)):
+                return
         if line in info.op_sites and self.op_watch.begin(frame):
             self._watched[id(frame)] = (info, line, {})
 
@@ -656,57 +409,17 @@ class FrameEvents:
             return
         index = counts.get(op, 0)
         counts[op] = index + 1
-        site = sites[min(index, len(sites) - 1)]
-        if silences(site.shaping, reduced=site.reduced):
-            return  # shaped on purpose (None index, unsqueeze, view, ...)
-        shapes = (_shape(left), _shape(right), _shape(result))
-        if any(shape is None for shape in shapes):
-            return
-        left_shape, right_shape, result_shape = shapes
-        assert left_shape is not None and right_shape is not None and result_shape is not None
-        if not accidental(left_shape, right_shape, result_shape, reduced=site.reduced):
-            return
-        born = max(self._born_shaping(left), self._born_shaping(right))
-        if silences(born, reduced=site.reduced):
-            return
-        found = Broadcast(
-            op, site.text, site.left, left_shape, site.right, right_shape, result_shape
-        )
-        self._report_broadcast(info, line, found, (self._facts(left), self._facts(right)))
+        site = sites[min(index, len(sites) - 1)]  # the statement's n-th op of this operator
+        seen = OpRan(info=info, line=line, site=site, left=left, right=right, result=result)
+        self._report_broadcast(info, line, self._broadcast.observe(seen))
 
-    def _report_broadcast(
-        self, info: CodeInfo, line: int, found: Broadcast, operands: tuple[dict[str, Any], ...]
-    ) -> None:
+    def _report_broadcast(self, info: CodeInfo, line: int, found: list[Finding]) -> bool:
+        if not found:
+            return False
         info.broadcast_lines.discard(line)  # one finding per line is enough
         if not self.recorder.has_finding("broadcast", info.file, line):
-            self.recorder.add_finding(found.to_data(info.file, line, operands))
-
-    def _born_shaping(self, value: Any) -> int:
-        """How the line where the value was born shaped it (``.unsqueeze(1)``: on purpose)."""
-        if _shape(value) in (None, ()):
-            return NO_SHAPING
-        origin = self.recorder.origin_of(value)
-        if origin is None:
-            return NO_SHAPING
-        # Shaping where the value was born (not in the expression) is a weaker sign: a loss
-        # of it still fires (`y = t.view(-1, 1)` ... `((pred - y) ** 2).mean()`).
-        born = line_shaping(self.sources.get(origin.file).statement_text(origin.line))
-        return min(born, KEEPDIM)
-
-    def _facts(self, value: Any) -> dict[str, Any]:
-        """What a finding says about an operand value: metadata and where it was born."""
-        facts: dict[str, Any] = {}
-        try:
-            facts["dtype"] = values.dtype_name(getattr(value, "dtype", None))
-            facts["device"] = values.device_name(getattr(value, "device", None))
-            facts["requires_grad"] = getattr(value, "requires_grad", None)
-        except Exception:
-            return {}
-        origin = self.recorder.origin_of(value) if _shape(value) not in (None, ()) else None
-        if origin is not None:
-            facts.update(file=origin.file, line=origin.line, passed_in=origin.is_argument)
-            facts["born_as"] = origin.name
-        return facts
+            self._add(found)
+        return True
 
     def _on_warning(self, message: str, category: type) -> None:
         """A warning is being shown: place it on the innermost user line that is running."""
@@ -725,127 +438,11 @@ class FrameEvents:
             frame = frame.f_back
         if frame is None or info is None:
             return
-        line = info.statement_of.get(frame.f_lineno, frame.f_lineno)
-        text = info.source.statement_text(line)
-        if issuer is frame and _calls_warn(info.source.statements.get(line)):
-            return  # the user's own warnings.warn(...)
-        first = message.strip().splitlines()[0] if message.strip() else category.__name__
-        key = (info.file, line, first)
-        if key in self._warned:
-            return
-        self._warned.add(key)
-        inputs = self._statement_inputs(frame, line, None)
-        self.recorder.add_finding(
-            {
-                "kind": "library_warning",
-                "severity": severity_of(first, category),
-                "file": info.file,
-                "line": line,
-                "expression": text or None,
-                "operands": [
-                    {"name": name, "shape": list(_shape(v) or ()), **self._facts(v)}
-                    for name, v in inputs
-                ],
-                "error": f"{category.__name__}: {first}",
-            }
+        seen = Warned(
+            message=message, category=category, frame=frame, info=info, issued_here=issuer is frame
         )
-
-    def _declarations(
-        self, info: CodeInfo, resolve: Callable[[tuple[str, ...]], Any]
-    ) -> Callable[[str, Any], tuple[str, int] | None]:
-        """Where a module operand was declared: ``self.fc = nn.Linear(...)`` in its owner's
-        class, or ``model = ...`` in this file."""
-
-        def declared_at(label: str, module: Any) -> tuple[str, int] | None:
-            *owner_path, name = label.split(".")
-            if not owner_path:
-                found = info.source.assignment_line(name, on_self=False)
-                return (info.file, found) if found is not None else None
-            owner = resolve(tuple(owner_path))
-            return declared_in_class(self.sources, self.scope, owner, name)
-
-        return declared_at
+        self._add(self._library_warnings.observe(seen))
 
 
 # Frames of the warnings machinery and of ShapeLens itself, skipped to find who warned.
 _OWN_FILES = (warnings.__file__, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _resolver(frame: FrameType) -> Callable[[tuple[str, ...]], Any]:
-    scope = frame.f_locals
-    globals_ = frame.f_globals
-
-    def resolve(path: tuple[str, ...]) -> Any:
-        head = path[0]
-        value = scope.get(head, _MISSING)
-        if value is _MISSING:
-            value = globals_.get(head, _MISSING)
-        if value is _MISSING:
-            value = getattr(builtins, head, None)
-        for attr in path[1:]:
-            if value is None:
-                return None
-            value = values.safe_attribute(value, attr)
-        return value
-
-    return resolve
-
-
-def _shape(value: Any) -> tuple[int, ...] | None:
-    """The shape of a tensor or array, ``()`` for a Python number, else None."""
-    if isinstance(value, (int, float, complex)):
-        return ()
-    kind = values.kind_of(value)
-    if kind in (values.TORCH, values.ARRAY):
-        try:
-            return tuple(int(d) for d in value.shape)
-        except Exception:
-            return None
-    return None
-
-
-def _calls_warn(statement: ast.AST | None) -> bool:
-    """The statement calls ``warnings.warn`` (or a bare ``warn``) itself."""
-    if statement is None:
-        return False
-    for node in ast.walk(statement):
-        if isinstance(node, ast.Call):
-            func = node.func
-            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            if name in ("warn", "warn_explicit", "showwarning"):
-                return True
-    return False
-
-
-def _attribute_path(scope: dict[str, Any], frame: FrameType, path: str) -> Any:
-    """``self.fc.weight`` read from the frame without running user code (no properties, no
-    ``__getattr__``: ``values.safe_attribute``); ``_MISSING`` when any step is not found."""
-    first, *rest = path.split(".")
-    value = scope.get(first, _MISSING)
-    if value is _MISSING:
-        value = frame.f_globals.get(first, _MISSING)
-    for attr in rest:
-        if value is _MISSING:
-            return _MISSING
-        value = values.safe_attribute(value, attr)
-        if value is None:
-            return _MISSING
-    return value
-
-
-def _remember_scalar(stats: VarStats, value: Any, kind: int, on_gpu: bool, hit: int) -> None:
-    """A 0-dim tensor or array (a loss) on the CPU: its value joins the history. One on
-    another device only when ``on_gpu`` (reading it synchronises the device; a meta or fake
-    tensor has no value); complex values have no order."""
-    try:
-        if kind == values.TORCH:
-            device = value.device.type
-            if device != "cpu" and not (on_gpu and device != "meta"):
-                return
-            if value.dtype.is_complex:
-                return
-            stats.remember(float(value.item()), hit)
-        elif getattr(value.dtype, "kind", "") in ("b", "i", "u", "f"):
-            stats.remember(float(value), hit)
-    except Exception:
-        return

@@ -10,7 +10,7 @@ on 3.11 against ~3 µs for this. The outer frame is the one watched because it h
 locals (``self``, ``args``, ``kwargs``) against ``_call_impl``'s dozen: reading a frame's
 locals builds them all, 1.5 µs against 3.6 µs a call on 3.12. Paths from the root
 (``transformer.h.0.attn``), parameter counts and where each module was declared are worked
-out when the records are sent, not per call.
+out when the records are sent, not per call (:mod:`shapelens.engine.module_layout`).
 
 Quiet spells. Once every module called since the tree last woke has had :data:`QUIET_AFTER`
 calls in a row that brought nothing new (no dim outside its ranges, no new number of dims,
@@ -26,21 +26,25 @@ each ``Module.__call__``'s call event under ``sys.settrace``). Estimated counts 
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from types import CodeType, FrameType, ModuleType
 from typing import Any, Protocol
 
-from shapelens.engine import values
 from shapelens.engine.after_import import when_imported
+from shapelens.engine.module_calls import (
+    ModuleStats,
+    Pace,
+    estimated_since_quiet,
+    hits_of,
+    observe_call,
+)
+from shapelens.engine.module_layout import Layout, entry, lay_out
 from shapelens.engine.scope import UserCodeScope
-from shapelens.engine.source_map import SourceMaps, declared_in_class
+from shapelens.engine.source_map import SourceMaps
 from shapelens.trace import messages
 
 MAX_MODULES = 5000
 """Modules created in a loop (a fresh ``nn.Linear`` per step) would grow without bound."""
-MAX_SLOTS = 8
-"""Tensors recorded per call, in and out (the first ones)."""
 QUIET_AFTER = 64
 """Calls in a row with nothing new, for each module called since the tree woke, before the
 tree stops watching (the line tracer's dense hits, :data:`frame_events.DENSE_HITS`)."""
@@ -49,14 +53,6 @@ QUIET_AGAIN_AFTER = 16
 WAKE_AFTER_CHECKS = 4096
 """A quiet tree also wakes after this many calls were checked (see :meth:`calling`), so its
 estimates keep being measured where nothing else wakes it (``sys.settrace``)."""
-WRAPPERS = {"DistributedDataParallel": "module", "DataParallel": "module",
-            "OptimizedModule": "_orig_mod"}  # fmt: skip
-"""Wrappers shown as the model they wrap (their attribute holding it)."""
-
-
-Pace = tuple[dict[int, int], dict[int, int], int]
-"""The user statement that paces a module's calls: its file's hit table and loop-exit table
-(which the line tracer counts exactly) and its line."""
 
 
 class ReturnWatch(Protocol):
@@ -93,110 +89,6 @@ class Paces(Protocol):
         """Call ``listener()`` whenever a user line's read sees something new."""
 
 
-class TensorSlot:
-    """One argument or result position of a module: its shape over every call."""
-
-    __slots__ = ("device", "dtype", "ranges", "shape")
-
-    def __init__(self) -> None:
-        self.shape: tuple[int, ...] | None = None
-        self.ranges: list[list[int]] | None = None
-        self.dtype: Any = None
-        self.device: Any = None
-
-    def observe(self, tensor: Any) -> bool:
-        """Record ``tensor``; whether it was new: a dim outside the ranges seen, another
-        number of dims, dtype or device (a batch size seen before is nothing new)."""
-        shape = tensor.shape  # a torch.Size: a tuple
-        dtype = tensor.dtype
-        device = tensor.device
-        new: bool = dtype is not self.dtype or device != self.device  # dtypes are singletons
-        self.dtype = dtype
-        self.device = device
-        if shape == self.shape:
-            return new
-        ranges = self.ranges
-        if self.shape is None:
-            self.ranges = [[int(d), int(d)] for d in shape]
-            new = True
-        elif ranges is not None:  # (None: the number of dims varied, nothing more is kept)
-            if len(ranges) == len(shape):
-                for bounds, dim in zip(ranges, shape, strict=True):
-                    if dim < bounds[0]:
-                        bounds[0] = int(dim)
-                        new = True
-                    elif dim > bounds[1]:
-                        bounds[1] = int(dim)
-                        new = True
-            else:
-                self.ranges = None  # the number of dims varied
-                new = True
-        self.shape = shape
-        return new
-
-    def would_be_new(self, tensor: Any) -> bool:
-        """What :meth:`observe` would say, without recording."""
-        shape = tensor.shape
-        ranges = self.ranges
-        if shape != self.shape and ranges is not None:
-            if len(ranges) != len(shape):
-                return True
-            for bounds, dim in zip(ranges, shape, strict=True):
-                if dim < bounds[0] or dim > bounds[1]:
-                    return True
-        return bool(tensor.dtype is not self.dtype or tensor.device != self.device)
-
-    def to_json(self) -> dict[str, Any]:
-        varied = self.ranges is not None and any(lo != hi for lo, hi in self.ranges)
-        return {
-            "shape": None if self.shape is None else [int(d) for d in self.shape],
-            "dim_ranges": [list(b) for b in self.ranges] if varied and self.ranges else None,
-            "dtype": values.dtype_name(self.dtype),
-            "device": values.device_name(self.device),
-        }
-
-
-class ModuleStats:
-    __slots__ = (
-        "calls", "calls_before", "calls_from", "estimated", "inputs", "located", "module",
-        "outputs", "pace", "pace_calls", "pace_hits", "paced_from", "params", "quiet_from",
-        "run", "run_calls", "spell", "tick", "woke_at",
-    )  # fmt: skip
-
-    def __init__(self, module: Any) -> None:
-        self.module = module  # held: a freed module's id could be given to another
-        self.calls = 0
-        """Calls seen (while the tree watched)."""
-        self.estimated = 0.0
-        """Calls estimated in the tree's quiet spells that ended."""
-        self.run = -1
-        self.run_calls = 0
-        """The tree's run of calls with nothing new it last joined, and its calls in it."""
-        self.spell = -1
-        """The tree's waking spell it was last called in."""
-        self.pace: Pace | None = None
-        self.pace_calls = 0
-        self.pace_hits = 0
-        """Calls seen, and hits of its pace, while watched: the calls per hit."""
-        self.paced_from = 0
-        self.calls_from = 0
-        """Its pace's hits and its calls when its first call since the tree woke began."""
-        self.tick = 0
-        self.calls_before = 0
-        """Its pace's hits at its last call, and its calls before that hit's first call."""
-        self.woke_at = -1
-        """Its pace's hits when the tree last woke: a spell that ended within a hit estimated
-        that hit whole, so calls seen in it after waking are not counted twice."""
-        self.quiet_from: int | None = None
-        """Its pace when the quiet spell began (None: watched)."""
-        self.inputs: list[TensorSlot] = []
-        self.outputs: list[TensorSlot] = []
-        self.params: tuple[int, int] | None = None
-        self.located: tuple[str, Any, Any] | None = None
-        """(path, declared, forward), worked out once per path: the flusher thread would
-        otherwise search the sources on every flush, holding the GIL from the program."""
-
-
 class ModuleTree:
     """Records module calls once torch is imported; :meth:`drain` gives the channel message."""
 
@@ -205,7 +97,7 @@ class ModuleTree:
         self.sources = sources
         self._stats: dict[int, ModuleStats] = {}
         self._changed = False
-        self._layout: list[tuple[ModuleStats, str]] | None = None
+        self._layout: Layout | None = None
         """(stats, path) in tree order; worked out again when a new module was called."""
         self._tensor: type = type(None)  # torch.Tensor, once torch is imported
         self._module: type = type(None)  # torch.nn.Module
@@ -258,7 +150,7 @@ class ModuleTree:
             stats = self._stats[id(module)] = ModuleStats(module)
             self._layout = None
         if self._quiet:  # a call that began before the tree fell quiet: estimated already
-            if _observe_call(stats, args, output, self._tensor):
+            if observe_call(stats, args, output, self._tensor):
                 self.wake()
             return
         if stats.spell != self._spell:
@@ -275,7 +167,7 @@ class ModuleTree:
             if tick == stats.woke_at:
                 stats.estimated -= 1  # estimated already
         stats.calls += 1
-        new_run = _observe_call(stats, args, output, self._tensor)
+        new_run = observe_call(stats, args, output, self._tensor)
         self._changed = True  # after the call is in place: the flusher thread sends on it
         if new_run:
             self._run += 1  # another run begins
@@ -323,7 +215,7 @@ class ModuleTree:
             return
         if stats.pace is None or stats.pace[0] is not pace[0] or stats.pace[2] != pace[2]:
             stats.pace, stats.pace_calls, stats.pace_hits = pace, 0, 0  # paced anew
-        tick = stats.tick = _hits(pace)  # this call's hit is counted already
+        tick = stats.tick = hits_of(pace)  # this call's hit is counted already
         stats.paced_from = tick + 1 if tick == stats.woke_at else tick
         stats.calls_from = stats.calls_before = stats.calls
 
@@ -341,7 +233,7 @@ class ModuleTree:
     def _fall_quiet(self) -> None:
         """Stop watching, once every module called since the tree woke was called in a hit
         of its pace that has ended (its calls per hit are counted over whole hits)."""
-        now = {id(stats): _hits(stats.pace) for stats in self._awake if stats.pace is not None}
+        now = {id(stats): hits_of(stats.pace) for stats in self._awake if stats.pace is not None}
         if any(hit <= stats.paced_from for stats in self._awake if (hit := now.get(id(stats)))):
             return  # not yet: on a later call
         backend = self._backend
@@ -364,7 +256,7 @@ class ModuleTree:
             stats.estimated -= stats.calls - before if stats.tick == now[id(stats)] else 0
         for stats in self._stats.values():  # also those not called lately: they may be again
             if stats.pace is not None and stats.pace_hits:
-                stats.quiet_from = _hits(stats.pace) - 1
+                stats.quiet_from = hits_of(stats.pace) - 1
         self._awake = []
         self._spell += 1
         self._run += 1
@@ -380,9 +272,9 @@ class ModuleTree:
         self._checks_left = WAKE_AFTER_CHECKS
         for stats in self._stats.values():
             if stats.quiet_from is not None and stats.pace is not None:
-                stats.estimated += _estimated_since_quiet(stats)
+                stats.estimated += estimated_since_quiet(stats)
                 stats.quiet_from = None
-                stats.woke_at = _hits(stats.pace)
+                stats.woke_at = hits_of(stats.pace)
         if self._backend is not None:
             self._backend.resume_returns()
 
@@ -393,88 +285,13 @@ class ModuleTree:
             return None
         self._changed = False
         try:
-            layout = self._layout = self._layout or self._lay_out()
-            return messages.modules([self._entry(stats, path) for stats, path in layout])
+            layout = self._layout = self._layout or lay_out(self._stats)
+            return messages.modules(
+                [entry(stats, path, layout, self.sources, self.scope) for stats, path in layout]
+            )
         except Exception:
             self._changed = True  # a module changed while we read it: next time
             return None
-
-    def _lay_out(self) -> list[tuple[ModuleStats, str]]:
-        """Every recorded module with its path from its root, roots in the order their first
-        call began (a hook runs when a call ends: a root's innermost module comes first)."""
-        seen = dict(self._stats)
-        order = {key: index for index, key in enumerate(seen)}
-        inner: set[int] = set()
-        began: dict[int, int] = {}
-        for key, stats in list(seen.items()):
-            began[key] = order[key]
-            for _, sub in stats.module.named_modules():
-                if sub is not stats.module and id(sub) in seen:
-                    inner.add(id(sub))
-                    began[key] = min(began[key], order[id(sub)])
-        layout: list[tuple[ModuleStats, str]] = []
-        placed: set[int] = set()
-        roots = sorted((s for key, s in seen.items() if key not in inner),
-                       key=lambda s: began[id(s.module)])  # fmt: skip
-        for root in roots:
-            module = _unwrapped(root.module, seen)  # the wrapper itself is not shown
-            for name, sub in module.named_modules():
-                key = id(sub)
-                if key in seen and key not in placed:
-                    placed.add(key)
-                    layout.append((seen[key], name))
-        return layout
-
-    def _entry(self, stats: ModuleStats, path: str) -> dict[str, Any]:
-        module = stats.module
-        if stats.params is None:
-            total = trainable = 0
-            for parameter in module.parameters():
-                count = int(parameter.numel())
-                total += count
-                trainable += count if parameter.requires_grad else 0
-            stats.params = (total, trainable)
-        if stats.located is None or stats.located[0] != path:
-            stats.located = (path, self._declared(stats, path), _forward_of(module))
-        return {
-            "path": path,
-            "class": type(module).__name__,
-            "params": stats.params[0],
-            "trainable_params": stats.params[1],
-            "calls": stats.calls + round(stats.estimated + _estimated_since_quiet(stats)),
-            "calls_sampled": stats.estimated > 0 or stats.quiet_from is not None,
-            "inputs": [slot.to_json() for slot in stats.inputs],
-            "outputs": [slot.to_json() for slot in stats.outputs],
-            "declared": stats.located[1],
-            "forward": stats.located[2],
-        }
-
-    def _declared(self, stats: ModuleStats, path: str) -> dict[str, Any] | None:
-        """``self.attn = ...`` in the nearest enclosing module whose class is user code
-        (``transformer.h.0`` was declared by ``self.transformer = ...`` of the GPT)."""
-        if not path:
-            return None
-        root = self._root_of(stats, path)
-        if root is None:
-            return None
-        parts = path.split(".")
-        for depth in range(len(parts) - 1, -1, -1):
-            try:
-                owner = root.get_submodule(".".join(parts[:depth]))
-            except Exception:
-                return None
-            found = declared_in_class(self.sources, self.scope, owner, parts[depth])
-            if found is not None:
-                return {"file": found[0], "line": found[1]}
-        return None
-
-    def _root_of(self, stats: ModuleStats, path: str) -> Any:
-        for candidate, candidate_path in self._layout or ():
-            if candidate_path == "":
-                with_path = _submodule(candidate.module, path)
-                if with_path is stats.module:
-                    return candidate.module
-        return None
 
 
 def _call_code(module_class: type) -> CodeType | None:
@@ -485,70 +302,3 @@ def _call_code(module_class: type) -> CodeType | None:
         if code is not None and {"self", "args"} <= set(code.co_varnames):
             return code  # type: ignore[no-any-return]
     return None
-
-
-def _submodule(root: Any, path: str) -> Any:
-    try:
-        return root.get_submodule(path)
-    except Exception:
-        return None
-
-
-def _unwrapped(module: Any, seen: dict[int, ModuleStats]) -> Any:
-    """A DDP / compiled wrapper → the model it wraps."""
-    attribute = WRAPPERS.get(type(module).__name__)
-    inner = getattr(module, attribute, None) if attribute else None
-    return inner if inner is not None and id(inner) in seen else module
-
-
-def _forward_of(module: Any) -> dict[str, Any] | None:
-    forward = getattr(type(module), "forward", None)
-    code = getattr(forward, "__code__", None)
-    if code is None or code.co_filename.startswith("<"):
-        return None
-    return {"file": os.path.realpath(code.co_filename), "line": code.co_firstlineno}
-
-
-def _estimated_since_quiet(stats: ModuleStats) -> float:
-    """Calls of the running quiet spell: its calls per hit of its pace, times the hits."""
-    if stats.quiet_from is None or stats.pace is None or stats.pace_hits == 0:
-        return 0.0
-    return stats.pace_calls / stats.pace_hits * max(0, _hits(stats.pace) - stats.quiet_from)
-
-
-def _hits(pace: Pace) -> int:
-    """The pace's hits, less a loop header's last hit each time its loop ended (no body)."""
-    hits, exits, line = pace
-    return hits.get(line, 0) - exits.get(line, 0)
-
-
-def _observe_call(stats: ModuleStats, args: Any, output: Any, tensor: type) -> bool:
-    """A call's tensors into its module's slots; whether one was new. This runs on every
-    module call of the program: no generators, no kind lookups."""
-    try:
-        new = _observe(stats.inputs, args if type(args) is tuple else (args,), tensor)
-        if isinstance(output, tensor):
-            output = (output,)
-        elif isinstance(output, dict):
-            output = output.values()  # a HuggingFace ModelOutput is a dict
-        elif not isinstance(output, (tuple, list)):
-            return new
-        return _observe(stats.outputs, output, tensor) or new
-    except Exception:
-        return False  # an odd tensor subclass: the call still counts
-
-
-def _observe(slots: list[TensorSlot], items: Any, tensor: type) -> bool:
-    """The tensors among ``items`` (a call's arguments, or its results one level deep) into
-    ``slots``, the first :data:`MAX_SLOTS`; whether one was new."""
-    index = 0
-    new = False
-    for item in items:
-        if isinstance(item, tensor):
-            if index == len(slots):
-                if index == MAX_SLOTS:
-                    return new
-                slots.append(TensorSlot())
-            new = slots[index].observe(item) or new
-            index += 1
-    return new

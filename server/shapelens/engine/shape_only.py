@@ -287,43 +287,17 @@ def _as_on_the_device(torch: Any, *, simulate_cuda: bool) -> Any:
     indexing = (torch.Tensor.__getitem__, torch.Tensor.__setitem__)
 
     def as_number(index: Any) -> Any:
-        """A real one-element integer tensor in an index is the number it holds (what
-        Python's ``__index__`` would read); in a fake call torch could not read it."""
-        if isinstance(index, tuple):
-            return tuple(as_number(part) for part in index)
-        if isinstance(index, slice):
-            return slice(as_number(index.start), as_number(index.stop), as_number(index.step))
-        if (
-            isinstance(index, torch.Tensor)
-            and not isinstance(index, FakeTensor)
-            and index.dim() == 0
-            and not index.is_floating_point()
-            and index.dtype != torch.bool
-            and index.device.type == "cpu"
-        ):
-            with unset_fake_temporarily():
-                return int(index)
-        return index
+        return _as_number(torch, FakeTensor, unset_fake_temporarily, index)
 
     def on_meta(device: Any) -> Any:
         return meta if _is_cuda(torch, device) else device
-
-    def to_the_gpu(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-        if func is tensor_cuda or _is_cuda(torch, kwargs.get("device")):
-            return True
-        if func is tensor_to and len(args) > 1:
-            target = args[1]
-            return _is_cuda(torch, target) or (
-                isinstance(target, int) and not isinstance(target, bool)
-            )
-        return False
 
     class AsOnTheDevice(torch.overrides.TorchFunctionMode):  # type: ignore[misc]
         def __torch_function__(
             self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
         ) -> Any:
             kwargs = dict(kwargs or {})
-            if simulate_cuda and to_the_gpu(func, args, kwargs):
+            if simulate_cuda and _to_the_gpu(torch, tensor_to, tensor_cuda, func, args, kwargs):
                 real = False  # a real tensor sent to the simulated GPU becomes a fake one
             elif any(func is f for f in random_integers):
                 real = _on_cpu(torch, kwargs.get("device"))
@@ -359,3 +333,44 @@ def _as_on_the_device(torch: Any, *, simulate_cuda: bool) -> Any:
                 raise
 
     return AsOnTheDevice()
+
+
+def _as_number(torch: Any, fake: type, unset_fake: Any, index: Any) -> Any:
+    """A real one-element integer tensor in an index is the number it holds (what Python's
+    ``__index__`` would read); in a fake call torch could not read it."""
+    if isinstance(index, tuple):
+        return tuple(_as_number(torch, fake, unset_fake, part) for part in index)
+    if isinstance(index, slice):
+        return slice(
+            _as_number(torch, fake, unset_fake, index.start),
+            _as_number(torch, fake, unset_fake, index.stop),
+            _as_number(torch, fake, unset_fake, index.step),
+        )
+    if (
+        isinstance(index, torch.Tensor)
+        and not isinstance(index, fake)
+        and index.dim() == 0
+        and not index.is_floating_point()
+        and index.dtype != torch.bool
+        and index.device.type == "cpu"
+    ):
+        with unset_fake():
+            return int(index)
+    return index
+
+
+def _to_the_gpu(
+    torch: Any,
+    tensor_to: Any,
+    tensor_cuda: Any,
+    func: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> bool:
+    """The call sends a tensor to a GPU (``.cuda()``, ``.to("cuda")``, ``.to(0)``, ``device=``)."""
+    if func is tensor_cuda or _is_cuda(torch, kwargs.get("device")):
+        return True
+    if func is tensor_to and len(args) > 1:
+        target = args[1]
+        return _is_cuda(torch, target) or (isinstance(target, int) and not isinstance(target, bool))
+    return False

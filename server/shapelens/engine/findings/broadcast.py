@@ -15,11 +15,15 @@ column, and every pair was subtracted. The rule (docs/findings.md):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from types import FrameType
 from typing import Any
 
-from shapelens.engine.findings.intent import NO_SHAPING, silences
+from shapelens.engine.code_info import CodeInfo
+from shapelens.engine.findings.context import RunFacts, resolver, shape_of
+from shapelens.engine.findings.finding import Finding, Operand
+from shapelens.engine.findings.intent import KEEPDIM, NO_SHAPING, line_shaping, silences
 from shapelens.engine.findings.shapes import broadcast, numel
-from shapelens.engine.source_map import Candidate, Expr
+from shapelens.engine.source_map import Candidate, Expr, OpSite
 
 ShapeOf = Callable[[tuple[str, ...]], "tuple[int, ...] | None"]
 ShapingOf = Callable[[tuple[str, ...]], int]
@@ -48,19 +52,21 @@ def accidental(
 
 
 class Broadcast:
-    """One accidental broadcast, found on a line."""
+    """One accidental broadcast, found on a line: the operator, its text, each operand's
+    label and shape, and the shape they broadcast to."""
 
     __slots__ = ("left", "left_shape", "op", "result", "right", "right_shape", "text")
 
     def __init__(
         self,
+        *,
         op: str,
         text: str,
         left: str,
-        left_shape: Any,
+        left_shape: tuple[int, ...],
         right: str,
-        right_shape: Any,
-        result: Any,
+        right_shape: tuple[int, ...],
+        result: tuple[int, ...],
     ) -> None:
         self.op = op
         self.text = text
@@ -70,27 +76,121 @@ class Broadcast:
         self.right_shape = right_shape
         self.result = result
 
-    def to_data(
-        self, file: str, line: int, operands: Sequence[dict[str, Any]] = ()
-    ) -> dict[str, Any]:
-        """The finding as trace data; ``operands`` may carry more facts (dtype, birth line)."""
-        base = [
-            {"name": name, "shape": list(shape), "dtype": None, "device": None,
-             "requires_grad": None, "line": None}
-            for name, shape in ((self.left, self.left_shape), (self.right, self.right_shape))
-        ]  # fmt: skip
-        return {
-            "kind": "broadcast",
-            "severity": "warning",
-            "file": file,
-            "line": line,
-            "expression": self.text,
-            "operands": [
-                {**b, **extra} for b, extra in zip(base, [*operands, {}, {}], strict=False)
-            ],
-            "operator": self.op,
-            "result_shape": list(self.result),
-        }
+
+class LineStarting:
+    """A statement with elementwise operators is about to run (on its hits 1, 2, 4, …):
+    the operands its expressions name are read from its frame."""
+
+    __slots__ = ("frame", "info", "line")
+
+    def __init__(self, *, frame: FrameType, info: CodeInfo, line: int) -> None:
+        self.frame = frame
+        self.info = info
+        self.line = line
+
+
+class OpRan:
+    """An elementwise torch op that a watched statement ran (its ``site``), with its real
+    operands and result."""
+
+    __slots__ = ("info", "left", "line", "result", "right", "site")
+
+    def __init__(
+        self, *, info: CodeInfo, line: int, site: OpSite, left: Any, right: Any, result: Any
+    ) -> None:
+        self.info = info
+        self.line = line
+        self.site = site
+        self.left = left
+        self.right = right
+        self.result = result
+
+
+class BroadcastRule:
+    """``broadcast``: both operands of an elementwise op stretched (see the module's doc)."""
+
+    def __init__(self, facts: RunFacts) -> None:
+        self.facts = facts
+
+    def observe(self, seen: LineStarting | OpRan, /) -> list[Finding]:
+        if isinstance(seen, LineStarting):
+            return self._in_expressions(seen)
+        return self._in_op(seen)
+
+    def _in_expressions(self, seen: LineStarting) -> list[Finding]:
+        resolve = resolver(seen.frame)
+
+        def shape_at(path: tuple[str, ...]) -> tuple[int, ...] | None:
+            return shape_of(resolve(path))
+
+        def shaping(path: tuple[str, ...]) -> int:
+            return self.born_shaping(resolve(path))
+
+        for candidate in seen.info.elementwise.get(seen.line, ()):
+            try:
+                found = find_broadcast(candidate, shape_at, shaping)
+            except Exception:
+                found = None
+            if found is not None:
+                operands = (
+                    Operand(name=found.left, shape=found.left_shape),
+                    Operand(name=found.right, shape=found.right_shape),
+                )
+                return [_finding(seen.info.file, seen.line, found, operands)]
+        return []
+
+    def _in_op(self, seen: OpRan) -> list[Finding]:
+        site = seen.site
+        if silences(site.shaping, reduced=site.reduced):
+            return []  # shaped on purpose (None index, unsqueeze, view, ...)
+        left_shape, right_shape = shape_of(seen.left), shape_of(seen.right)
+        result_shape = shape_of(seen.result)
+        if left_shape is None or right_shape is None or result_shape is None:
+            return []
+        if not accidental(left_shape, right_shape, result_shape, reduced=site.reduced):
+            return []
+        born = max(self.born_shaping(seen.left), self.born_shaping(seen.right))
+        if silences(born, reduced=site.reduced):
+            return []
+        found = Broadcast(
+            op=site.op,
+            text=site.text,
+            left=site.left,
+            left_shape=left_shape,
+            right=site.right,
+            right_shape=right_shape,
+            result=result_shape,
+        )
+        operands = (
+            self.facts.operand(site.left, seen.left, left_shape),
+            self.facts.operand(site.right, seen.right, right_shape),
+        )
+        return [_finding(seen.info.file, seen.line, found, operands)]
+
+    def born_shaping(self, value: Any) -> int:
+        """How the line where the value was born shaped it (``.unsqueeze(1)``: on purpose)."""
+        if shape_of(value) in (None, ()):
+            return NO_SHAPING
+        origin = self.facts.origin_of(value)
+        if origin is None:
+            return NO_SHAPING
+        # Shaping where the value was born (not in the expression) is a weaker sign: a loss
+        # of it still fires (`y = t.view(-1, 1)` ... `((pred - y) ** 2).mean()`).
+        text = self.facts.sources.get(origin.file).statement_text(origin.line)
+        return min(line_shaping(text), KEEPDIM)
+
+
+def _finding(file: str, line: int, found: Broadcast, operands: tuple[Operand, ...]) -> Finding:
+    return Finding(
+        kind="broadcast",
+        severity="warning",
+        file=file,
+        line=line,
+        expression=found.text,
+        operands=operands,
+        operator=found.op,
+        result_shape=found.result,
+    )
 
 
 def _label(expr: Expr) -> str:
@@ -139,13 +239,13 @@ def find_broadcast(
         ):
             found.append(
                 Broadcast(
-                    str(node[1]),
-                    str(node[2]),
-                    _label(node[3]),
-                    left,
-                    _label(node[4]),
-                    right,
-                    result,
+                    op=str(node[1]),
+                    text=str(node[2]),
+                    left=_label(node[3]),
+                    left_shape=left,
+                    right=_label(node[4]),
+                    right_shape=right,
+                    result=result,
                 )
             )
         return result

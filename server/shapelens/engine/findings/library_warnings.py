@@ -11,11 +11,17 @@ The user still sees every warning exactly as before: we only listen.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import re
 import warnings
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
+
+from shapelens.engine.code_info import CodeInfo
+from shapelens.engine.findings.context import RunFacts, inputs_of
+from shapelens.engine.findings.finding import Finding, Severity
 
 BUG_WARNING = re.compile(
     r"(target|input) size|broadcast|implicit dimension choice|shapes? (do not|don't) match"
@@ -27,10 +33,70 @@ BUG_WARNING = re.compile(
 OnWarning = Callable[[str, type], None]
 
 
-def severity_of(message: str, category: type) -> str:
+def severity_of(message: str, category: type) -> Severity:
     if issubclass(category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning)):
         return "info"
     return "warning" if BUG_WARNING.search(message) else "info"
+
+
+class Warned:
+    """A warning is being shown while ``frame``, the innermost frame of user code, runs."""
+
+    __slots__ = ("category", "frame", "info", "issued_here", "message")
+
+    def __init__(
+        self, *, message: str, category: type, frame: FrameType, info: CodeInfo, issued_here: bool
+    ) -> None:
+        self.message = message
+        self.category = category
+        self.frame = frame
+        self.info = info
+        self.issued_here = issued_here
+
+
+class LibraryWarningRule:
+    """``library_warning``: a library's warning on the user line that was running, once per
+    line and message."""
+
+    def __init__(self, facts: RunFacts) -> None:
+        self.facts = facts
+        self._warned: set[tuple[str, int, str]] = set()
+
+    def observe(self, seen: Warned, /) -> list[Finding]:
+        info, frame, message = seen.info, seen.frame, seen.message
+        line = info.statement_of.get(frame.f_lineno, frame.f_lineno)
+        if seen.issued_here and _calls_warn(info.source.statements.get(line)):
+            return []  # the user's own warnings.warn(...)
+        first = message.strip().splitlines()[0] if message.strip() else seen.category.__name__
+        key = (info.file, line, first)
+        if key in self._warned:
+            return []
+        self._warned.add(key)
+        inputs = inputs_of(frame, info, line, None)
+        return [
+            Finding(
+                kind="library_warning",
+                severity=severity_of(first, seen.category),
+                file=info.file,
+                line=line,
+                expression=info.source.statement_text(line) or None,
+                operands=self.facts.operands(inputs),
+                error=f"{seen.category.__name__}: {first}",
+            )
+        ]
+
+
+def _calls_warn(statement: ast.AST | None) -> bool:
+    """The statement calls ``warnings.warn`` (or a bare ``warn``) itself."""
+    if statement is None:
+        return False
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in ("warn", "warn_explicit", "showwarning"):
+                return True
+    return False
 
 
 class WarningListener:

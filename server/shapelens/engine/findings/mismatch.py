@@ -12,10 +12,22 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable
+from dataclasses import replace
+from types import FrameType
 from typing import Any
 
-from shapelens.engine import values
-from shapelens.engine.recorder import VarStats
+from shapelens.engine.code_info import CodeInfo
+from shapelens.engine.findings.context import (
+    Named,
+    OriginOf,
+    Resolve,
+    RunFacts,
+    load_paths,
+    named_values,
+    resolver,
+)
+from shapelens.engine.findings.finding import Finding, ModuleFacts, Operand
+from shapelens.engine.source_map import declared_in_class
 
 _DEVICE_ERROR = re.compile(
     r"same device|two devices|expected device|not on the expected device|backend (cpu|cuda)"
@@ -84,121 +96,108 @@ DeclaredAt = Callable[[str, Any], "tuple[str, int] | None"]
 """(operand label, module value) → (file, line) of the statement that declared it."""
 
 
-class Operand:
-    __slots__ = ("device", "dtype", "is_module", "label", "shape", "value")
+class Raised:
+    """An exception was raised in ``frame`` (user code) while its statement ``line`` ran;
+    the engine reports the findings if the run ends with it."""
 
-    def __init__(
-        self, label: str, value: Any, shape: Any, dtype: Any, device: Any, is_module: bool
-    ) -> None:
-        self.label = label
-        self.value = value
-        self.shape = shape
-        self.dtype = values.dtype_name(dtype)
-        self.device = values.device_name(device)
-        self.is_module = is_module
+    __slots__ = ("exc", "frame", "info", "line")
 
-    def to_data(
-        self,
-        origin_of: Callable[[Any], VarStats | None],
-        *,
-        odd: bool,
-        declared_at: DeclaredAt | None = None,
-    ) -> dict[str, Any]:
-        """The operand as trace data, with the line where its value was born."""
-        data: dict[str, Any] = {
-            "name": self.label,
-            "shape": None if self.shape is None else [int(d) for d in self.shape],
-            "dtype": self.dtype,
-            "device": self.device,
-            "requires_grad": None,
-            "line": None,
-            "odd": odd,
-        }
-        if self.is_module:
-            cls = type(self.value).__name__
-            table = getattr(self.value, "__dict__", {})
-            expects = {
-                name: table[name]
-                for name in EXPECTATIONS.get(cls, ())
-                if isinstance(table.get(name), int)
-            }
-            where = declared_at(self.label, self.value) if declared_at is not None else None
-            data["module"] = {
-                "class": cls,
-                "expects": expects,
-                "file": where[0] if where else None,
-                "line": where[1] if where else None,
-            }
-            return data
-        data["requires_grad"] = getattr(self.value, "requires_grad", None)
-        origin = origin_of(self.value)
-        if origin is not None:
-            data.update(file=origin.file, line=origin.line, passed_in=origin.is_argument)
-            if origin.name != self.label:
-                data["born_as"] = origin.name
-        return data
+    def __init__(self, *, exc: BaseException, frame: FrameType, info: CodeInfo, line: int) -> None:
+        self.exc = exc
+        self.frame = frame
+        self.info = info
+        self.line = line
 
 
-def _paths(statement: ast.AST) -> list[tuple[str, ...]]:
-    found: dict[tuple[str, ...], None] = {}
-    for node in ast.walk(statement):
-        parts: list[str] = []
-        current: ast.AST = node
-        if not isinstance(node, (ast.Name, ast.Attribute)):
-            continue
-        while isinstance(current, ast.Attribute):
-            parts.append(current.attr)
-            current = current.value
-        if isinstance(current, ast.Name) and isinstance(getattr(node, "ctx", None), ast.Load):
-            parts.append(current.id)
-            found[tuple(reversed(parts))] = None
-    return list(found)
+class MismatchRule:
+    """``device_mismatch``, ``dtype_mismatch``, ``shape_mismatch``: torch's error explained
+    by the tensors the failing statement names."""
 
+    def __init__(self, facts: RunFacts) -> None:
+        self.facts = facts
 
-def _operand(label: str, value: Any) -> Operand | None:
-    try:
-        kind = values.kind_of(value)
-        if kind in (values.TORCH, values.ARRAY):
-            return Operand(
-                label,
-                value,
-                getattr(value, "shape", None),
-                value.dtype,
-                getattr(value, "device", None),
-                False,
+    def observe(self, seen: Raised, /) -> list[Finding]:
+        kind = mismatch_kind(seen.exc)
+        info = seen.info
+        statement = info.source.statements.get(seen.line)
+        if kind is None or statement is None:
+            return []
+        try:
+            resolve = resolver(seen.frame)
+            text = str(seen.exc).strip()
+            return explain_all(
+                kind,
+                named_values(statement, resolve),
+                self.facts.origin_of,
+                info.file,
+                seen.line,
+                text.splitlines()[0] if text else type(seen.exc).__name__,
+                statement=statement,
+                declared_at=self._declarations(info, resolve),
+                expression=info.source.statement_text(seen.line) or None,
             )
-        table = getattr(value, "__dict__", None)
-        if isinstance(table, dict) and "_parameters" in table and hasattr(value, "parameters"):
-            first = next(iter(value.parameters()), None)
-            if first is not None:
-                return Operand(label, value, None, first.dtype, first.device, True)
-    except Exception:
-        return None
-    return None
+        except Exception:
+            return []
+
+    def _declarations(self, info: CodeInfo, resolve: Resolve) -> DeclaredAt:
+        """Where a module operand was declared: ``self.fc = nn.Linear(...)`` in its owner's
+        class, or ``model = ...`` in this file."""
+
+        def declared_at(label: str, module: Any) -> tuple[str, int] | None:
+            *owner_path, name = label.split(".")
+            if not owner_path:
+                found = info.source.assignment_line(name, on_self=False)
+                return (info.file, found) if found is not None else None
+            owner = resolve(tuple(owner_path))
+            return declared_in_class(self.facts.sources, self.facts.scope, owner, name)
+
+        return declared_at
 
 
-def operands_of(statement: ast.AST, resolve: Callable[[tuple[str, ...]], Any]) -> list[Operand]:
-    seen: set[int] = set()
-    found: list[Operand] = []
-    for path in _paths(statement):
-        value = resolve(path)
-        if value is None or id(value) in seen:
-            continue
-        operand = _operand(".".join(path), value)
-        if operand is not None:
-            seen.add(id(value))
-            found.append(operand)
-    # `self.fc(x)` names both `self` and `self.fc`: the submodule is the one that ran.
-    modules = [o.label for o in found if o.is_module]
-    return [
-        o for o in found if not (o.is_module and any(m.startswith(o.label + ".") for m in modules))
-    ]
+def _operand(
+    named: Named, origin_of: OriginOf, *, odd: bool, declared_at: DeclaredAt | None = None
+) -> Operand:
+    """The operand of a finding, with the line where its value was born (a module: what it
+    expects and where it was declared)."""
+    shape = None if named.shape is None else tuple(int(d) for d in named.shape)
+    if named.is_module:
+        cls = type(named.value).__name__
+        table = getattr(named.value, "__dict__", {})
+        expects = tuple(
+            (name, table[name])
+            for name in EXPECTATIONS.get(cls, ())
+            if isinstance(table.get(name), int)
+        )
+        where = declared_at(named.label, named.value) if declared_at is not None else None
+        module = ModuleFacts(
+            cls=cls,
+            expects=expects,
+            file=where[0] if where else None,
+            line=where[1] if where else None,
+        )
+        return Operand(
+            name=named.label, shape=shape, dtype=named.dtype, device=named.device, odd=odd,
+            module=module,
+        )  # fmt: skip
+    origin = origin_of(named.value)
+    return Operand(
+        name=named.label,
+        shape=shape,
+        dtype=named.dtype,
+        device=named.device,
+        requires_grad=getattr(named.value, "requires_grad", None),
+        file=None if origin is None else origin.file,
+        line=None if origin is None else origin.line,
+        passed_in=origin is not None and origin.is_argument,
+        born_as=origin.name if origin is not None and origin.name != named.label else None,
+        odd=odd,
+    )
 
 
 def explain_all(
     kind: str,
-    operands: list[Operand],
-    origin_of: Callable[[Any], VarStats | None],
+    operands: list[Named],
+    origin_of: OriginOf,
     file: str,
     line: int,
     error: str,
@@ -206,24 +205,18 @@ def explain_all(
     statement: ast.AST | None = None,
     declared_at: DeclaredAt | None = None,
     expression: str | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Finding]:
     """The finding for the error that happened, plus a warning for the other attribute when
     the operands disagree on it too (the seed's mask was both int64 and on another device:
     the user should learn both at once, not one run at a time)."""
     if kind == "shape_mismatch":
+        shown = tuple(_operand(o, origin_of, odd=False, declared_at=declared_at) for o in operands)
         return [
-            {
-                "kind": kind,
-                "severity": "error",
-                "file": file,
-                "line": line,
-                "expression": expression,
-                "operands": [
-                    o.to_data(origin_of, odd=False, declared_at=declared_at) for o in operands
-                ],
-                "error": error,
-            }
-        ]
+            Finding(
+                kind=kind, severity="error", file=file, line=line, expression=expression,
+                operands=shown, error=error,
+            )
+        ]  # fmt: skip
     found = []
     main = None
     if kind == "dtype_mismatch" and _WANTS_BOOL.search(error):
@@ -233,8 +226,7 @@ def explain_all(
     if main is None:
         main = explain(kind, operands, origin_of, file, line, error, declared_at=declared_at)
     if main is not None:
-        main["expression"] = expression
-        found.append(main)
+        found.append(replace(main, expression=expression))
     other = "dtype_mismatch" if kind == "device_mismatch" else "device_mismatch"
     if other == "device_mismatch":
         # 0-dim CPU tensors mix with any device: they don't count for a device disagreement.
@@ -245,52 +237,51 @@ def explain_all(
         relevant = [o for o in operands if o.is_module or str(o.dtype).startswith(_FLOATS)]
     extra = explain(other, relevant, origin_of, file, line, "this fails next")
     if extra is not None:
-        extra.update(severity="warning", error=None, expression=expression)
-        found.append(extra)
+        found.append(replace(extra, severity="warning", error=None, expression=expression))
     return found
 
 
-def _is_integer(operand: Operand) -> bool:
+def _is_integer(operand: Named) -> bool:
     return str(operand.dtype).startswith(("int", "uint"))
 
 
 def _wrong_kind(
-    operands: list[Operand],
-    origin_of: Callable[[Any], VarStats | None],
+    operands: list[Named],
+    origin_of: OriginOf,
     file: str,
     line: int,
     error: str,
     expected: str,
-    wrong: Callable[[Operand], bool],
+    wrong: Callable[[Named], bool],
     declared_at: DeclaredAt | None,
-) -> dict[str, Any] | None:
+) -> Finding | None:
     """An operand of the wrong kind of dtype (an int64 mask where torch wants bool)."""
     odd = [o for o in operands if not o.is_module and wrong(o)]
     if not odd:
         return None
     rest = [o for o in operands if o not in odd]
-    return {
-        "kind": "dtype_mismatch",
-        "severity": "error",
-        "file": file,
-        "line": line,
-        "operands": [
-            o.to_data(origin_of, odd=o in odd, declared_at=declared_at) for o in odd + rest
-        ],
-        "error": error,
-        "expected": expected,
-    }
+    return Finding(
+        kind="dtype_mismatch",
+        severity="error",
+        file=file,
+        line=line,
+        operands=tuple(
+            _operand(o, origin_of, odd=o in odd, declared_at=declared_at) for o in odd + rest
+        ),
+        error=error,
+        expected=expected,
+    )
 
 
 def _float_indices(
-    operands: list[Operand],
-    origin_of: Callable[[Any], VarStats | None],
+    operands: list[Named],
+    origin_of: OriginOf,
     file: str,
     line: int,
     error: str,
     statement: ast.AST | None,
     declared_at: DeclaredAt | None,
-) -> dict[str, Any] | None:
+) -> Finding | None:
     """Float token ids reaching an Embedding, float targets reaching cross_entropy: every
     operand shares the dtype, so no minority tells; the index argument is the odd one."""
     floats = [
@@ -313,7 +304,7 @@ def _index_argument(statement: ast.AST) -> str | None:
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
         if _INDEX_CALL.search(name.lower()):
             target = next((k.value for k in node.keywords if k.arg in ("target", "index")), None)
-            parts = _paths(target if target is not None else node.args[-1])
+            parts = load_paths(target if target is not None else node.args[-1])
             if parts:
                 return ".".join(parts[0])
     return None
@@ -321,18 +312,18 @@ def _index_argument(statement: ast.AST) -> str | None:
 
 def explain(
     kind: str,
-    operands: list[Operand],
-    origin_of: Callable[[Any], VarStats | None],
+    operands: list[Named],
+    origin_of: OriginOf,
     file: str,
     line: int,
     error: str,
     *,
     declared_at: DeclaredAt | None = None,
-) -> dict[str, Any] | None:
-    """The finding (as trace data), or ``None`` when the statement names no disagreeing
-    tensors. The odd operands come first, each with the line where it was born."""
+) -> Finding | None:
+    """The finding, or ``None`` when the statement names no disagreeing tensors. The odd
+    operands come first, each with the line where it was born."""
     attribute = "device" if kind == "device_mismatch" else "dtype"
-    groups: dict[str | None, list[Operand]] = {}
+    groups: dict[str | None, list[Named]] = {}
     for operand in operands:
         groups.setdefault(getattr(operand, attribute), []).append(operand)
     if len(groups) < 2:
@@ -342,15 +333,14 @@ def explain(
     reference = module_values[0] if module_values else max(groups, key=lambda k: len(groups[k]))
     odd = [o for o in operands if getattr(o, attribute) != reference]
     rest = [o for o in operands if getattr(o, attribute) == reference]
-    return {
-        "kind": kind,
-        "severity": "error",
-        "file": file,
-        "line": line,
-        "expression": None,
-        "operands": [
-            o.to_data(origin_of, odd=o in odd, declared_at=declared_at) for o in odd + rest
-        ],
-        "error": error,
-        "expected": str(reference),
-    }
+    return Finding(
+        kind=kind,
+        severity="error",
+        file=file,
+        line=line,
+        operands=tuple(
+            _operand(o, origin_of, odd=o in odd, declared_at=declared_at) for o in odd + rest
+        ),
+        error=error,
+        expected=str(reference),
+    )

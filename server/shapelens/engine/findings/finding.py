@@ -1,0 +1,116 @@
+"""A finding as the engine makes it, and its one serialisation: the trace format's finding.
+
+Every rule builds a :class:`Finding`; :meth:`Finding.to_message` writes what the channel
+carries, which is the ``finding`` object of ``trace/schema.json`` as the trace file holds it
+(docs/trace-format.md). The parent's trace model reads it back; the child never imports
+that model (its start-up time), hence these small classes of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Severity = Literal["error", "warning", "info"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModuleFacts:
+    """An ``nn.Module`` operand: what it expects of its input, and where it was declared."""
+
+    cls: str
+    expects: tuple[tuple[str, int], ...] = ()
+    file: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Operand:
+    """One value a finding is about, as it was when the finding was made."""
+
+    name: str
+    shape: tuple[int, ...] | None = None
+    dtype: str | None = None
+    device: str | None = None
+    requires_grad: bool | None = None
+    file: str | None = None
+    line: int | None = None
+    """Where the value was born (the first line that bound this very object)."""
+    born_as: str | None = None
+    passed_in: bool = False
+    odd: bool = False
+    """The operand that disagrees with the others (mismatch findings)."""
+    module: ModuleFacts | None = None
+
+    def to_message(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "name": self.name,
+            "shape": None if self.shape is None else [int(d) for d in self.shape],
+            "dtype": self.dtype,
+            "device": self.device,
+            "requires_grad": self.requires_grad,
+            "line": self.line,
+        }
+        if self.file is not None:
+            out["file"] = self.file
+        if self.born_as is not None:
+            out["born_as"] = self.born_as
+        if self.passed_in:
+            out["passed_in"] = True
+        if self.odd:
+            out["odd"] = True
+        module = self.module
+        if module is not None:
+            out["module"] = {
+                "class": module.cls,
+                "expects": dict(module.expects),
+                "file": module.file,
+                "line": module.line,
+            }
+        return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """A likely bug pointed at a line (docs/findings.md lists the kinds)."""
+
+    kind: str
+    severity: Severity
+    file: str
+    line: int
+    expression: str | None = None
+    """The source text the finding is about (``(y - pred) ** 2``)."""
+    operands: tuple[Operand, ...] = ()
+    operator: str | None = None
+    """broadcast: the elementwise operator (``-``)."""
+    result_shape: tuple[int, ...] | None = None
+    """broadcast: the shape the operands broadcast to."""
+    state: str | None = None
+    """nonfinite: ``NaN`` or ``Inf``."""
+    hit: int | None = None
+    """nonfinite: the hit of the line on which it was first seen."""
+    error: str | None = None
+    """The error (or warning) torch raised, first line."""
+    expected: str | None = None
+    """mismatch: the device or dtype the other operands agree on."""
+
+    def to_message(self) -> dict[str, Any]:
+        """The finding as the channel and the trace file carry it."""
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "severity": self.severity,
+            "file": self.file,
+            "line": self.line,
+            "expression": self.expression,
+            "operands": [operand.to_message() for operand in self.operands],
+        }
+        facts = {
+            "operator": self.operator,
+            "result_shape": None if self.result_shape is None else list(self.result_shape),
+            "state": self.state,
+            "hit": self.hit,
+            "error": self.error,
+            "expected": self.expected,
+        }
+        out.update({key: value for key, value in facts.items() if value is not None})
+        return out
