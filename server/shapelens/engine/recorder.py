@@ -144,25 +144,27 @@ class VarStats:
             del history[1::2]
             self.history_stride *= 2
 
-    def to_message(self, hits: int) -> list[Any]:
-        return [
-            self.file,
-            self.line,
-            self.name,
-            values.type_name(self.type),
-            None if self.shape is None else [int(d) for d in self.shape],
-            values.dtype_name(self.dtype),
-            values.device_name(self.device),
-            self.requires_grad,
-            hits,
-            [[int(d) for d in s] for s in self.shapes],
-            self.grad_fn,
-            None if self.dim_ranges is None else [list(b) for b in self.dim_ranges],
-            None if self.number is None else [messages.json_number(v) for v in self.number],
-            [messages.json_number(v) for v in self.history] if len(self.history) > 1 else None,
-            self.shape_counts(hits) if len(self.shapes) > 1 else None,
-            self.grad_varied,
-        ]
+    def to_message(self, hits: int) -> messages.VarRecord:
+        return messages.VarRecord(
+            file=self.file,
+            line=self.line,
+            name=self.name,
+            type=values.type_name(self.type),
+            shape=None if self.shape is None else [int(d) for d in self.shape],
+            dtype=values.dtype_name(self.dtype),
+            device=values.device_name(self.device),
+            requires_grad=self.requires_grad,
+            hits=hits,
+            shapes=[[int(d) for d in s] for s in self.shapes],
+            grad_fn=self.grad_fn,
+            dim_ranges=None if self.dim_ranges is None else [list(b) for b in self.dim_ranges],
+            number=None if self.number is None else [messages.json_number(v) for v in self.number],
+            history=[messages.json_number(v) for v in self.history]
+            if len(self.history) > 1
+            else None,
+            shape_hits=self.shape_counts(hits) if len(self.shapes) > 1 else None,
+            grad_varied=self.grad_varied,
+        )
 
 
 class Recorder:
@@ -254,7 +256,7 @@ class Recorder:
     def drain(self) -> list[messages.Message]:
         """Channel messages describing everything that changed since the last drain."""
         out: list[messages.Message] = []
-        lines: list[list[Any]] = []
+        lines: list[messages.LineRecord] = []
         extra = {key: estimate.extra() for key, estimate in list(self.estimates.items())}
         for file, table in list(self.line_hits.items()):
             for line, hits in list(table.items()):
@@ -262,10 +264,10 @@ class Recorder:
                 hits += extra.get(key, 0)
                 if self._sent_line_hits.get(key) != hits:
                     self._sent_line_hits[key] = hits
-                    lines.append([file, line, hits])
+                    lines.append(messages.LineRecord(file, line, hits))
         if lines:
             out.append(messages.lines(lines))
-        changed: list[list[Any]] = []
+        changed: list[messages.VarRecord] = []
         for stats in list(self.all_stats):
             hits = stats.hits
             if extra and stats.name[0] != "<":
@@ -279,7 +281,11 @@ class Recorder:
         if changed:
             out.append(messages.vars_(changed))
         # Copies: the program's thread adds lines while this one (the flusher) reads.
-        entries = [[f, line] for f, lines in list(self.sampled.items()) for line in list(lines)]
+        entries = [
+            messages.SampledRecord(file, line)
+            for file, marked in list(self.sampled.items())
+            for line in list(marked)
+        ]
         if len(entries) != self._sent_sampled:
             self._sent_sampled = len(entries)
             out.append(messages.sampled(entries))
