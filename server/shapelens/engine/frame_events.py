@@ -401,25 +401,26 @@ class FrameEvents:
         kinds = values.kind_of_type
         changed = False
         targets = info.target_stores.get(line, ())
-        for name in names:
-            if "." in name:
-                value = _attribute_path(scope, frame, name)
-            else:
-                value = scope.get(name, _MISSING)
-                if value is _MISSING and name in info.global_names:
-                    value = frame.f_globals.get(name, _MISSING)
-            if value is _MISSING:
-                continue
-            kind = kinds.get(type(value))
-            if kind is None:
-                kind = values.classify(value)
-            # What a store into an attribute or an item holds was made elsewhere (and checked
-            # there); `logits[logits < v] = -inf` is top-k sampling, not a NaN/Inf bug.
-            checked = name not in targets
-            if kind and self._observe(
-                info, table, line, name, value, kind, arguments, 0, counted, checked
-            ):
-                changed = True
+        with self.recorder.lock:  # the flusher thread never reads a record half-updated
+            for name in names:
+                if "." in name:
+                    value = _attribute_path(scope, frame, name)
+                else:
+                    value = scope.get(name, _MISSING)
+                    if value is _MISSING and name in info.global_names:
+                        value = frame.f_globals.get(name, _MISSING)
+                if value is _MISSING:
+                    continue
+                kind = kinds.get(type(value))
+                if kind is None:
+                    kind = values.classify(value)
+                # What a store into an attribute or an item holds was made elsewhere (and
+                # checked there); `logits[logits < v] = -inf` is top-k sampling, not a bug.
+                checked = name not in targets
+                if kind and self._observe(
+                    info, table, line, name, value, kind, arguments, 0, counted, checked
+                ):
+                    changed = True
         return changed
 
     def _record_value(self, info: CodeInfo, line: int, name: str, value: Any) -> None:
@@ -429,7 +430,8 @@ class FrameEvents:
             table = info.stats.get(line)
             if table is None:
                 table = info.stats[line] = {}
-            self._observe(info, table, line, name, value, kind, False, 0)
+            with self.recorder.lock:
+                self._observe(info, table, line, name, value, kind, False, 0)
 
     def _observe(
         self,
