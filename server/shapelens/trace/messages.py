@@ -16,8 +16,8 @@
 
 The records are named tuples: on the wire each is a JSON array whose order is its class's
 field order, so the frames stay compact and both sides read fields by name, from this one
-definition (:func:`read_record` takes an array back, also a shorter one that a child of an
-older ShapeLens wrote).
+definition: :func:`read_record` takes an array back (also a shorter one that a child of an
+older ShapeLens wrote), :func:`field_reader` reads a few of its fields in place.
 
 Aggregates are re-sent whole when they change, so losing the tail of the stream to a crash
 loses at most the last flush interval. The child (``runner/child.py``) and its recorder
