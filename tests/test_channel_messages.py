@@ -3,16 +3,25 @@ vocabulary, and the frames keep their keys (rank files written earlier still mer
 
 from __future__ import annotations
 
+import json
 import os
 
 from shapelens.runner.protocol import FrameReader, FrameWriter
 from shapelens.trace import messages
 from shapelens.trace.builder import TraceBuilder
+from shapelens.trace.messages import LineRecord, SampledRecord, VarRecord
 
 
 def test_messages_keep_their_wire_keys() -> None:
     assert messages.hello(python="3.12.1", pid=7) == {"t": "hello", "python": "3.12.1", "pid": 7}
-    assert messages.lines([["a.py", 3, 2]]) == {"t": "lines", "entries": [["a.py", 3, 2]]}
+    assert _wire(messages.lines([LineRecord("a.py", 3, 2)])) == {
+        "t": "lines",
+        "entries": [["a.py", 3, 2]],
+    }
+    assert _wire(messages.sampled([SampledRecord("a.py", 3)])) == {
+        "t": "sampled",
+        "entries": [["a.py", 3]],
+    }
     assert messages.compile_mode("eager") == {"t": "compile", "mode": "eager"}
     assert messages.debug(host="127.0.0.1", port=5678) == {
         "t": "debug",
@@ -30,33 +39,70 @@ def test_messages_keep_their_wire_keys() -> None:
     }
 
 
+def _wire(message: messages.Message) -> object:
+    """What the channel carries: records become JSON arrays."""
+    return json.loads(json.dumps(message))
+
+
+def test_a_record_is_an_array_in_its_fields_order() -> None:
+    """The order is the wire format: rank files written earlier are read by it."""
+    assert VarRecord._fields == (
+        "file", "line", "name", "type", "shape", "dtype", "device", "requires_grad", "hits",
+        "shapes", "grad_fn", "dim_ranges", "number", "history", "shape_hits", "grad_varied",
+    )  # fmt: skip
+    assert LineRecord._fields == ("file", "line", "hits")
+    assert SampledRecord._fields == ("file", "line")
+
+
+def test_an_older_or_newer_childs_var_is_read_by_name() -> None:
+    """A child of an older ShapeLens sent 11 fields; a newer one may send more than we know."""
+    older = ["a.py", 3, "x", "Tensor", [2, 3], "float32", "cpu", False, 4, [[2, 3]], None]
+    newer = [*older, None, None, None, None, True, "a field of tomorrow"]
+    builder = TraceBuilder(argv=["a.py"])
+    builder.accept({"t": "vars", "entries": [older, [*newer[:2], "y", *newer[3:]]]})
+    (line,) = builder.build(duration_s=0.1, returncode=0, outcome=None).lines
+    x, y = line.vars
+    assert (x.name, x.hits, x.dim_ranges, x.grad_varied) == ("x", 4, None, False)
+    assert (y.name, y.shape, y.grad_varied) == ("y", (2, 3), True)
+
+
 def test_what_the_child_sends_the_builder_reads() -> None:
-    var = ["a.py", 3, "x", "Tensor", [2, 3], "float32", "cpu", True, 3, [[2, 3], [2, 1]]]
-    var += [None, [[2, 2], [1, 3]], None, None, [2, 1], True]
-    assert len(var) == len(messages.VAR_FIELDS)
-    loss = [
-        "a.py",
-        3,
-        "loss",
-        "float",
-        None,
-        None,
-        None,
-        None,
-        2,
-        [],
-        None,
-        None,
-        ["nan", 0.5, "inf"],
-        [0.5, "nan"],
-        None,
-        False,
-    ]
+    var = VarRecord(
+        file="a.py",
+        line=3,
+        name="x",
+        type="Tensor",
+        shape=[2, 3],
+        dtype="float32",
+        device="cpu",
+        requires_grad=True,
+        hits=3,
+        shapes=[[2, 3], [2, 1]],
+        grad_fn=None,
+        dim_ranges=[[2, 2], [1, 3]],
+        shape_hits=[2, 1],
+        grad_varied=True,
+    )
+    loss = VarRecord(
+        file="a.py",
+        line=3,
+        name="loss",
+        type="float",
+        shape=None,
+        dtype=None,
+        device=None,
+        requires_grad=None,
+        hits=2,
+        shapes=[],
+        grad_fn=None,
+        number=["nan", 0.5, "inf"],
+        history=[0.5, "nan"],
+    )
     sent: list[messages.Message] = [
         messages.hello(python="3.12.1", pid=7),
-        messages.lines([["a.py", 3, 2]]),
+        messages.lines([LineRecord("a.py", 3, 2)]),
         messages.vars_([var, loss]),
-        messages.sampled([["a.py", 3]]),
+        messages.sampled([SampledRecord("a.py", 3)]),
         messages.compile_mode("eager"),
         messages.stopped(),
         messages.end(
@@ -73,7 +119,7 @@ def test_what_the_child_sends_the_builder_reads() -> None:
     os.close(write_fd)
     with os.fdopen(read_fd, "rb") as channel:
         received = list(FrameReader().feed(channel.read()))
-    assert received == sent
+    assert received == [_wire(message) for message in sent]
     builder = TraceBuilder(argv=["a.py"])
     for message in received:
         builder.accept(message)

@@ -129,6 +129,6 @@ def test_a_flush_in_the_middle_of_a_read_never_sends_it_half_read_for_good() -> 
     with tracer:
         read_once(recorder, sent)
     sent.extend(recorder.drain())  # the run's last flush
-    latest = {tuple(e[:3]): e for m in sent if m["t"] == "vars" for e in m["entries"]}
+    latest = {(e.file, e.line, e.name): e for m in sent if m["t"] == "vars" for e in m["entries"]}
     (entry,) = (e for (_, _, name), e in latest.items() if name == "value")
-    assert entry[4] == [2, 3] and entry[5] == "float32" and entry[8] == 1
+    assert entry.shape == [2, 3] and entry.dtype == "float32" and entry.hits == 1

@@ -116,55 +116,33 @@ class Reader:
         tp = type(value)
         if kind == values.NUMBER and name == "_":
             return False  # the throwaway name (`for _ in range(n)`) says nothing
-        stats = table.get(name)
-        changed = stats is None or stats.type is not tp
-        if stats is None:
-            stats = table[name] = self.recorder.new_stats(info.file, line, name, tp)
-            stats.is_argument = argument
-        stats.type = tp
-        # The hit is counted last, once everything it read is in place: the flusher thread
-        # sends a record when its hits changed, and must not send one half-updated for good.
-        hit = stats.hits + 1 if not counted or stats.hits == 0 else stats.hits
-        if kind == values.NUMBER:
-            # Only a new type counts as a change: a counter's every value would keep the
-            # line read densely. Values are never checked for NaN/Inf (`best = float("inf")`).
-            stats.note_number(value)
-            stats.remember(value, hit)
+        # Read first, record after: reading may run Python code (a fake tensor's shape), which
+        # must never run under the recorder's lock; recording runs none, and holds the lock
+        # the flusher thread drains under, so a record is never sent half-updated.
+        seen = None if kind == values.NUMBER else _metadata(value, kind, self.scalars_on_gpu)
+        with self.recorder.lock:
+            stats = table.get(name)
+            changed = stats is None or stats.type is not tp
+            if stats is None:
+                stats = table[name] = self.recorder.new_stats(info.file, line, name, tp)
+                stats.is_argument = argument
+            stats.type = tp
+            hit = stats.hits + 1 if not counted or stats.hits == 0 else stats.hits
+            if seen is None:
+                # Only a new type counts as a change: a counter's every value would keep the
+                # line read densely. Never checked for NaN/Inf (`best = float("inf")`).
+                stats.note_number(value)
+                stats.remember(value, hit)
+                stats.hits = hit
+                return changed
+            if _record_metadata(stats, seen, hit):
+                changed = True
+            if tp not in self._unweakrefable:
+                try:
+                    stats.ref = weakref.ref(value)
+                except TypeError:
+                    self._unweakrefable.add(tp)
             stats.hits = hit
-            return changed
-        dtype, device = stats.dtype, stats.device
-        try:
-            if kind == values.TORCH:
-                stats.dtype = value.dtype
-                stats.device = value.device
-                requires_grad = value.requires_grad
-                if requires_grad is not stats.requires_grad and stats.requires_grad is not None:
-                    stats.grad_varied = True  # trained and evaluated: neither is the story
-                stats.requires_grad = requires_grad
-                if requires_grad:
-                    grad_fn = value.grad_fn
-                    stats.grad_fn = None if grad_fn is None else type(grad_fn).__name__
-                else:
-                    stats.grad_fn = None
-                shape = value.shape
-            else:
-                stats.dtype = value.dtype
-                stats.device = getattr(value, "device", None)
-                shape = tuple(value.shape)
-        except Exception:
-            shape = None  # nested tensors and odd objects: keep what could be read
-        if shape is not None and not shape:
-            _remember_scalar(stats, value, kind, self.scalars_on_gpu, hit)
-        if shape != stats.shape and _read_shape(stats, shape, hit):
-            changed = True
-        if dtype != stats.dtype or device != stats.device:
-            changed = True
-        if tp not in self._unweakrefable:
-            try:
-                stats.ref = weakref.ref(value)
-            except TypeError:
-                self._unweakrefable.add(tp)
-        stats.hits = hit
         check = self.check_value
         if checked and check is not None and hit >= stats.next_nonfinite_check:
             stats.next_nonfinite_check = hit * 2
@@ -201,18 +179,67 @@ class Reader:
         return changed
 
 
-def _read_shape(stats: VarStats, shape: Any, hit: int) -> bool:
-    """The shape read on ``hit`` differs from the last one; whether it is new."""
-    changed = False
-    stats.shape = shape
-    shapes = stats.shapes
-    if shape is not None:
-        stats.widen(shape)
-    if shape is not None and shape not in shapes:
-        changed = True
-        if len(shapes) < MAX_SHAPES:
-            shapes.append(shape)
-    stats.count_shape(shapes.index(shape) if shape in shapes else -1, hit)
+class _Metadata:
+    """What one read of a tensor or array saw, before it is recorded."""
+
+    __slots__ = ("device", "dtype", "grad_fn", "requires_grad", "scalar", "shape")
+
+    def __init__(self) -> None:
+        self.dtype: Any = None
+        self.device: Any = None
+        self.requires_grad: bool | None = None
+        self.grad_fn: str | None = None
+        self.shape: Any = None
+        self.scalar: float | None = None
+
+
+def _metadata(value: Any, kind: int, on_gpu: bool) -> _Metadata:
+    """A tensor's or an array's metadata, as far as it can be read."""
+    seen = _Metadata()
+    try:
+        if kind == values.TORCH:
+            seen.dtype = value.dtype
+            seen.device = value.device
+            seen.requires_grad = requires_grad = value.requires_grad
+            if requires_grad:
+                grad_fn = value.grad_fn
+                seen.grad_fn = None if grad_fn is None else type(grad_fn).__name__
+            seen.shape = value.shape
+        else:
+            seen.dtype = value.dtype
+            seen.device = getattr(value, "device", None)
+            seen.shape = tuple(value.shape)
+    except Exception:
+        seen.shape = None  # nested tensors and odd objects: keep what could be read
+    if seen.shape is not None and not seen.shape:
+        seen.scalar = _scalar(value, kind, on_gpu)
+    return seen
+
+
+def _record_metadata(stats: VarStats, seen: _Metadata, hit: int) -> bool:
+    """``seen`` recorded into ``stats`` as read on ``hit``; whether it was new (shape, dtype,
+    device)."""
+    changed = bool(seen.dtype != stats.dtype or seen.device != stats.device)
+    stats.dtype = seen.dtype
+    stats.device = seen.device
+    if seen.requires_grad is not None:
+        if seen.requires_grad is not stats.requires_grad and stats.requires_grad is not None:
+            stats.grad_varied = True  # trained and evaluated: neither is the story
+        stats.requires_grad = seen.requires_grad
+        stats.grad_fn = seen.grad_fn
+    if seen.scalar is not None:
+        stats.remember(seen.scalar, hit)
+    shape = seen.shape
+    if shape != stats.shape:
+        stats.shape = shape
+        shapes = stats.shapes
+        if shape is not None:
+            stats.widen(shape)
+            if shape not in shapes:
+                changed = True
+                if len(shapes) < MAX_SHAPES:
+                    shapes.append(shape)
+        stats.count_shape(shapes.index(shape) if shape in shapes else -1, hit)
     return changed
 
 
@@ -232,19 +259,20 @@ def _attribute_path(scope: dict[str, Any], frame: FrameType, path: str) -> Any:
     return value
 
 
-def _remember_scalar(stats: VarStats, value: Any, kind: int, on_gpu: bool, hit: int) -> None:
-    """A 0-dim tensor or array (a loss) on the CPU: its value joins the history. One on
-    another device only when ``on_gpu`` (reading it synchronises the device; a meta or fake
-    tensor has no value); complex values have no order."""
+def _scalar(value: Any, kind: int, on_gpu: bool) -> float | None:
+    """A 0-dim tensor's or array's value (a loss), for its history: on the CPU only, or on
+    another device when ``on_gpu`` (reading it synchronises the device; a meta or fake tensor
+    has no value); None for complex values, which have no order, and what cannot be read."""
     try:
         if kind == values.TORCH:
             device = value.device.type
             if device != "cpu" and not (on_gpu and device != "meta"):
-                return
+                return None
             if value.dtype.is_complex:
-                return
-            stats.remember(float(value.item()), hit)
-        elif getattr(value.dtype, "kind", "") in ("b", "i", "u", "f"):
-            stats.remember(float(value), hit)
+                return None
+            return float(value.item())
+        if getattr(value.dtype, "kind", "") in ("b", "i", "u", "f"):
+            return float(value)
     except Exception:
-        return
+        pass
+    return None

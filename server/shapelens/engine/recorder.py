@@ -7,6 +7,7 @@ one :class:`VarStats` in place. Raw metadata objects (``torch.Size``, ``torch.dt
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -144,34 +145,48 @@ class VarStats:
             del history[1::2]
             self.history_stride *= 2
 
-    def to_message(self, hits: int) -> list[Any]:
-        return [
-            self.file,
-            self.line,
-            self.name,
-            values.type_name(self.type),
-            None if self.shape is None else [int(d) for d in self.shape],
-            values.dtype_name(self.dtype),
-            values.device_name(self.device),
-            self.requires_grad,
-            hits,
-            [[int(d) for d in s] for s in self.shapes],
-            self.grad_fn,
-            None if self.dim_ranges is None else [list(b) for b in self.dim_ranges],
-            None if self.number is None else [messages.json_number(v) for v in self.number],
-            [messages.json_number(v) for v in self.history] if len(self.history) > 1 else None,
-            self.shape_counts(hits) if len(self.shapes) > 1 else None,
-            self.grad_varied,
-        ]
+    def to_message(self, hits: int) -> messages.VarRecord:
+        return messages.VarRecord(
+            file=self.file,
+            line=self.line,
+            name=self.name,
+            type=values.type_name(self.type),
+            shape=None if self.shape is None else [int(d) for d in self.shape],
+            dtype=values.dtype_name(self.dtype),
+            device=values.device_name(self.device),
+            requires_grad=self.requires_grad,
+            hits=hits,
+            shapes=[[int(d) for d in s] for s in self.shapes],
+            grad_fn=self.grad_fn,
+            dim_ranges=None if self.dim_ranges is None else [list(b) for b in self.dim_ranges],
+            number=None if self.number is None else [messages.json_number(v) for v in self.number],
+            history=[messages.json_number(v) for v in self.history]
+            if len(self.history) > 1
+            else None,
+            shape_hits=self.shape_counts(hits) if len(self.shapes) > 1 else None,
+            grad_varied=self.grad_varied,
+        )
 
 
 class Recorder:
-    """All stats of one run, plus findings; hands out deltas for the channel."""
+    """All stats of one run, plus findings; hands out deltas for the channel.
+
+    The program's threads record, and the child's flusher thread drains at any moment.
+    Everything a flush reads is written under :attr:`lock`, which :meth:`drain` holds, except
+    two counters: a line's hits (:meth:`hits_table`) and a record's ``hits`` on a hit whose
+    values are not read. They are counted on every line event, too often for a lock, and
+    each is one store of an int, which a flush reads whole; a count moving on alone leaves
+    its record whole. So a record is never sent half-updated, whatever the thread switches.
+    """
 
     def __init__(self, earlier: Sequence[VarStats] = ()) -> None:
         """``earlier``: what earlier recordings in this process saw bound (a notebook's
         previous cells), so a tensor made there still has its birth line."""
         self.earlier = tuple(earlier)
+        self.lock = threading.RLock()
+        """Held while values are read into records (by the event handlers) and while
+        :meth:`drain` reads them. Re-entrant: a read adds records and findings, which lock
+        for callers outside a read."""
         # Per file: line -> hit count. Per file: line -> {name: VarStats}.
         self.line_hits: dict[str, dict[int, int]] = {}
         self.var_stats: dict[str, dict[int, dict[str, VarStats]]] = {}
@@ -198,14 +213,17 @@ class Recorder:
 
     def new_stats(self, file: str, line: int, name: str, tp: type) -> VarStats:
         stats = VarStats(file, line, name, tp)
-        self.all_stats.append(stats)
+        with self.lock:
+            self.all_stats.append(stats)
         return stats
 
     def mark_sampled(self, file: str, line: int) -> None:
-        self.sampled.setdefault(file, set()).add(line)
+        with self.lock:
+            self.sampled.setdefault(file, set()).add(line)
 
     def add_finding(self, finding: Message) -> None:
-        self.findings.append(finding)
+        with self.lock:
+            self.findings.append(finding)
 
     def has_finding(self, kind: str, file: str, line: int) -> bool:
         return any(
@@ -221,22 +239,24 @@ class Recorder:
         """``line`` stops being reported: estimate its hits from ``counter``'s (same file)."""
         hits = self.line_hits[file]
         exits = self.loop_exits_table(file)
-        self.estimates[(file, line)] = Estimate(hits, exits, line, counter)
-        self.mark_sampled(file, line)
+        with self.lock:
+            self.estimates[(file, line)] = Estimate(hits, exits, line, counter)
+            self.mark_sampled(file, line)
 
     def switch_on(self, file: str, line: int) -> int:
         """``line`` is reported again: its hits (and its variables') become the estimate,
         which exact counting continues from. Returns the line's hit count."""
-        estimate = self.estimates.pop((file, line), None)
-        hits = self.line_hits[file]
-        if estimate is None:
-            return hits.get(line, 0)
-        extra = max(estimate.extra() - 1, 0)  # this hit, in the estimate, is counted next
-        for stats in self.var_stats.get(file, {}).get(line, {}).values():
-            if stats.name[0] != "<":
-                stats.hits += extra
-        hits[line] = hits.get(line, 0) + extra
-        return hits[line]
+        with self.lock:  # the estimate moves into the counts: a flush sees one or the other
+            estimate = self.estimates.pop((file, line), None)
+            hits = self.line_hits[file]
+            if estimate is None:
+                return hits.get(line, 0)
+            extra = max(estimate.extra() - 1, 0)  # this hit, in the estimate, is counted next
+            for stats in self.var_stats.get(file, {}).get(line, {}).values():
+                if stats.name[0] != "<":
+                    stats.hits += extra
+            hits[line] = hits.get(line, 0) + extra
+            return hits[line]
 
     # -- origins -------------------------------------------------------------------------
     def origin_of(self, value: Any) -> VarStats | None:
@@ -251,35 +271,45 @@ class Recorder:
         return fallback
 
     # -- flushing ------------------------------------------------------------------------
-    def drain(self) -> list[messages.Message]:
-        """Channel messages describing everything that changed since the last drain."""
+    def drain(self, *, last: bool = False) -> list[messages.Message]:
+        """Channel messages describing everything that changed since the last drain. A record
+        changed when its hits did, or, on the ``last`` drain of a run, maybe without: a frame's
+        end reads the last values of lines skipped since their last read, counting no hit."""
+        with self.lock:
+            return self._changes(last)
+
+    def _changes(self, last: bool) -> list[messages.Message]:
         out: list[messages.Message] = []
-        lines: list[list[Any]] = []
-        extra = {key: estimate.extra() for key, estimate in list(self.estimates.items())}
+        lines: list[messages.LineRecord] = []
+        extra = {key: estimate.extra() for key, estimate in self.estimates.items()}
+        # Copies (one C call each): the counters' tables gain lines without the lock.
         for file, table in list(self.line_hits.items()):
-            for line, hits in list(table.items()):
+            for line, hits in table.copy().items():
                 key = (file, line)
                 hits += extra.get(key, 0)
                 if self._sent_line_hits.get(key) != hits:
                     self._sent_line_hits[key] = hits
-                    lines.append([file, line, hits])
+                    lines.append(messages.LineRecord(file, line, hits))
         if lines:
             out.append(messages.lines(lines))
-        changed: list[list[Any]] = []
-        for stats in list(self.all_stats):
+        changed: list[messages.VarRecord] = []
+        for stats in self.all_stats:
             hits = stats.hits
             if extra and stats.name[0] != "<":
                 hits += extra.get((stats.file, stats.line), 0)
-            if hits != stats.sent_hits and hits > 0:
+            if (last or hits != stats.sent_hits) and hits > 0:
                 stats.sent_hits = hits
                 try:
                     changed.append(stats.to_message(hits))
-                except Exception:  # a half-updated record; it is sent again next time
+                except Exception:  # an odd shape (a dim of None): left out, tried next time
                     stats.sent_hits = 0
         if changed:
             out.append(messages.vars_(changed))
-        # Copies: the program's thread adds lines while this one (the flusher) reads.
-        entries = [[f, line] for f, lines in list(self.sampled.items()) for line in list(lines)]
+        entries = [
+            messages.SampledRecord(file, line)
+            for file, marked in self.sampled.items()
+            for line in marked
+        ]
         if len(entries) != self._sent_sampled:
             self._sent_sampled = len(entries)
             out.append(messages.sampled(entries))

@@ -83,9 +83,9 @@ class ChildRun:
         self._ended = False
 
     # -- channel -----------------------------------------------------------------------
-    def flush(self) -> None:
+    def flush(self, *, last: bool = False) -> None:
         with self._flush_lock:
-            for message in self.recorder.drain():
+            for message in self.recorder.drain(last=last):
                 self.writer.send(message)
             tree = self.modules.drain()
             if tree is not None:
@@ -98,7 +98,7 @@ class ChildRun:
         if self._ended:
             return
         self._ended = True
-        self.flush()
+        self.flush(last=True)
         self.writer.send(
             messages.end(
                 status=status, exit_code=exit_code, exception=exception, ended_at=time.time()

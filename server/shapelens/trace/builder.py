@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from shapelens.trace import (
@@ -23,10 +23,21 @@ from shapelens.trace.codec import (
     read_number,
     shape_only_of,
 )
+from shapelens.trace.messages import (
+    LineRecord,
+    SampledRecord,
+    VarRecord,
+    field_reader,
+    read_record,
+)
 from shapelens.trace.model import CompileMode, RunStatus, ShapeOnlyRun
 from shapelens.trace.suppression import suppressed
 
 TIMEOUT_EXIT_CODE = 124  # as timeout(1)
+
+_LINE_FIELDS = field_reader(LineRecord, "file", "line", "hits")
+_VAR_KEY = field_reader(VarRecord, "file", "line", "name")
+_SAMPLED_AT = field_reader(SampledRecord, "file", "line")
 
 
 class TraceBuilder:
@@ -40,7 +51,9 @@ class TraceBuilder:
         self.stopped = False
         self.end: dict[str, Any] | None = None
         self._hits: dict[tuple[str, int], int] = {}
-        self._vars: dict[tuple[str, int], dict[str, list[Any]]] = {}
+        self._vars: dict[tuple[str, int], dict[str, Sequence[Any]]] = {}
+        """The latest wire array of each variable: most are replaced by a later flush, so
+        each becomes a record only when the trace is built."""
         self._findings: list[dict[str, Any]] = []
         self._sampled: set[tuple[str, int]] = set()
         self._compile_mode: CompileMode | None = None
@@ -77,13 +90,15 @@ class TraceBuilder:
         kind = message.get("t")
         self._changed = self._changed or kind in messages.RESULTS
         if kind == messages.LINES:
-            for file, line, hits in message["entries"]:
+            for entry in message["entries"]:
+                file, line, hits = _LINE_FIELDS(entry)
                 self._hits[(file, line)] = hits
         elif kind == messages.VARS:
             for entry in message["entries"]:
-                self._vars.setdefault((entry[0], entry[1]), {})[entry[2]] = entry
+                file, line, name = _VAR_KEY(entry)
+                self._vars.setdefault((file, line), {})[name] = entry
         elif kind == messages.SAMPLED:
-            self._sampled = {(file, line) for file, line in message["entries"]}
+            self._sampled = {_SAMPLED_AT(entry) for entry in message["entries"]}
         elif kind == messages.FINDINGS:
             self._findings.extend(
                 f for f in message["entries"] if not suppressed(f["kind"], f["file"], f["line"])
@@ -139,7 +154,10 @@ class TraceBuilder:
                 line=line,
                 hits=self._hits.get((file, line), 0),
                 sampled=(file, line) in self._sampled,
-                vars=tuple(_var(entry) for entry in self._vars.get((file, line), {}).values()),
+                vars=tuple(
+                    _var(read_record(VarRecord, entry))
+                    for entry in self._vars.get((file, line), {}).values()
+                ),
             )
             for file, line in keys
         )
@@ -163,32 +181,24 @@ class TraceBuilder:
         )
 
 
-def _shape(value: Any) -> tuple[int, ...] | None:
-    return None if value is None else tuple(value)
-
-
-def _var(entry: list[Any]) -> TracedVar:
-    _, _, name, type_, shape, dtype, device, requires_grad, hits, shapes, grad_fn = entry[:11]
-    ranges = entry[11] if len(entry) > 11 else None  # a child of an older ShapeLens: none
-    number = entry[12] if len(entry) > 12 else None
-    history = entry[13] if len(entry) > 13 else None
-    shape_hits = entry[14] if len(entry) > 14 else None
-    grad_varied = bool(entry[15]) if len(entry) > 15 else False
+def _var(var: VarRecord) -> TracedVar:
     return TracedVar(
-        name=name,
-        type=type_,
-        shape=_shape(shape),
-        dtype=dtype,
-        device=device,
-        requires_grad=requires_grad,
-        hits=hits,
-        shapes=tuple(tuple(s) for s in shapes),
-        grad_fn=grad_fn,
-        dim_ranges=None if ranges is None else tuple((int(lo), int(hi)) for lo, hi in ranges),
-        number=None if number is None else read_number(number),
-        history=() if history is None else messages.read_numbers(history),
-        shape_hits=() if shape_hits is None else tuple(int(n) for n in shape_hits),
-        grad_varied=grad_varied,
+        name=var.name,
+        type=var.type,
+        shape=None if var.shape is None else tuple(var.shape),
+        dtype=var.dtype,
+        device=var.device,
+        requires_grad=var.requires_grad,
+        hits=var.hits,
+        shapes=tuple(tuple(s) for s in var.shapes),
+        grad_fn=var.grad_fn,
+        dim_ranges=None
+        if var.dim_ranges is None
+        else tuple((int(lo), int(hi)) for lo, hi in var.dim_ranges),
+        number=None if var.number is None else read_number(var.number),
+        history=() if var.history is None else messages.read_numbers(var.history),
+        shape_hits=() if var.shape_hits is None else tuple(int(n) for n in var.shape_hits),
+        grad_varied=bool(var.grad_varied),
     )
 
 

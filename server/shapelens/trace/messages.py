@@ -1,11 +1,9 @@
 """The messages of the child→parent channel: one JSON object per frame, ``"t"`` its kind.
 
   hello     {python, pid}                      first message
-  lines     {entries: [[file, line, hits], ...]}                 absolute counts, idempotent
-  vars      {entries: [[file, line, name, type, shape, dtype, device, requires_grad,
-                        hits, shapes, grad_fn, dim_ranges, number, history,
-                        shape_hits, grad_varied], ...]}
-  sampled   {entries: [[file, line], ...]}     every line whose events were switched off
+  lines     {entries: [LineRecord, ...]}       absolute counts, idempotent
+  vars      {entries: [VarRecord, ...]}        one per (file, line, name) that changed
+  sampled   {entries: [SampledRecord, ...]}    every line whose events were switched off
   findings  {entries: [finding, ...]}          appended
   compile   {mode}                             how torch.compile regions ran ("eager", ...)
   shape_only {simulated_cuda}                  the run is on fake tensors (``--fake``)
@@ -15,6 +13,11 @@
   error     {message}                          the target could not be started
   stopped   {}                                 answer to a stop request on the control pipe
   end       {status, exit_code, exception, ended_at}     the run finished (normally or not)
+
+The records are named tuples: on the wire each is a JSON array whose order is its class's
+field order, so the frames stay compact and both sides read fields by name, from this one
+definition: :func:`read_record` takes an array back (also a shorter one that a child of an
+older ShapeLens wrote), :func:`field_reader` reads a few of its fields in place.
 
 Aggregates are re-sent whole when they change, so losing the tail of the stream to a crash
 loses at most the last flush interval. The child (``runner/child.py``) and its recorder
@@ -27,8 +30,9 @@ must not import the runner. Standard library only: the child imports it.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any, Final, Literal, TypedDict
+from collections.abc import Callable, Sequence
+from operator import itemgetter
+from typing import Any, Final, Literal, NamedTuple, TypedDict, TypeVar
 
 HELLO: Final = "hello"
 LINES: Final = "lines"
@@ -46,11 +50,45 @@ END: Final = "end"
 RESULTS: Final = frozenset({LINES, VARS, FINDINGS, MODULES})
 """Kinds that bring new results (a snapshot of a running trace is worth sending)."""
 
-VAR_FIELDS: Final = (
-    "file", "line", "name", "type", "shape", "dtype", "device", "requires_grad", "hits",
-    "shapes", "grad_fn", "dim_ranges", "number", "history", "shape_hits", "grad_varied",
-)  # fmt: skip
-"""The order of a ``vars`` entry's fields."""
+
+class LineRecord(NamedTuple):
+    """A ``lines`` entry: how often a line ran so far."""
+
+    file: str
+    line: int
+    hits: int
+
+
+class VarRecord(NamedTuple):
+    """A ``vars`` entry: everything known about one name bound on one line (the trace
+    format's ``TracedVar``, with shapes and numbers as JSON carries them)."""
+
+    file: str
+    line: int
+    name: str
+    type: str
+    shape: list[int] | None
+    dtype: str | None
+    device: str | None
+    requires_grad: bool | None
+    hits: int
+    shapes: list[list[int]]
+    grad_fn: str | None
+    # Added later: a child of an older ShapeLens (a rank file written then) sends none.
+    dim_ranges: list[list[int]] | None = None
+    number: list[Any] | None = None
+    """A Python number's [last, min, max], as :func:`json_number` writes them."""
+    history: list[Any] | None = None
+    shape_hits: list[int] | None = None
+    grad_varied: bool = False
+
+
+class SampledRecord(NamedTuple):
+    """A ``sampled`` entry: a line whose events were switched off (its counts are lower
+    bounds)."""
+
+    file: str
+    line: int
 
 
 class Hello(TypedDict):
@@ -61,17 +99,17 @@ class Hello(TypedDict):
 
 class Lines(TypedDict):
     t: Literal["lines"]
-    entries: list[list[Any]]
+    entries: list[LineRecord]
 
 
 class Vars(TypedDict):
     t: Literal["vars"]
-    entries: list[list[Any]]
+    entries: list[VarRecord]
 
 
 class Sampled(TypedDict):
     t: Literal["sampled"]
-    entries: list[list[Any]]
+    entries: list[SampledRecord]
 
 
 class Findings(TypedDict):
@@ -102,6 +140,21 @@ class Error(TypedDict):
 
 class Stopped(TypedDict):
     t: Literal["stopped"]
+
+
+Record = TypeVar("Record", LineRecord, VarRecord, SampledRecord)
+
+
+def read_record(kind: type[Record], entry: Sequence[Any]) -> Record:
+    """A record back from its wire array: missing trailing fields (an older child's) take
+    their defaults, fields this ShapeLens does not know (a newer child's) are dropped."""
+    return kind(*entry[: len(kind._fields)])
+
+
+def field_reader(kind: type[Record], *names: str) -> Callable[[Sequence[Any]], Any]:
+    """Reads the fields ``names`` of ``kind``, as a tuple, straight out of its wire array,
+    building no record: for a reader that keeps only the latest of many entries."""
+    return itemgetter(*(kind._fields.index(name) for name in names))
 
 
 class ExceptionRecord(TypedDict):
@@ -157,15 +210,15 @@ def hello(*, python: str, pid: int) -> Hello:
     return {"t": HELLO, "python": python, "pid": pid}
 
 
-def lines(entries: list[list[Any]]) -> Lines:
+def lines(entries: list[LineRecord]) -> Lines:
     return {"t": LINES, "entries": entries}
 
 
-def vars_(entries: list[list[Any]]) -> Vars:
+def vars_(entries: list[VarRecord]) -> Vars:
     return {"t": VARS, "entries": entries}
 
 
-def sampled(entries: list[list[Any]]) -> Sampled:
+def sampled(entries: list[SampledRecord]) -> Sampled:
     return {"t": SAMPLED, "entries": entries}
 
 

@@ -1,0 +1,187 @@
+"""The flusher thread against the program's threads: a flush at any moment sends only whole
+records, and what the last flush leaves is exact.
+
+Several threads each run a fast loop in their own file while another thread drains the
+recorder without pause, the interpreter switching threads every microsecond. Every record
+sent must be whole: the loop binds ``n = i + 1`` and an array of ``i + 1`` elements, so a
+record never holds the value of a hit it has not counted yet (a read half-done)."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from shapelens.engine.backends import new_backend
+from shapelens.engine.findings import FindingsConfig
+from shapelens.engine.frame_events import FrameEvents
+from shapelens.engine.monitoring import MonitoringTracer
+from shapelens.engine.recorder import Recorder
+from shapelens.engine.scope import ScopeConfig, UserCodeScope
+from shapelens.trace import Trace, messages
+from shapelens.trace.builder import TraceBuilder
+
+THREADS = 4
+STEPS = 6000
+
+WORK = textwrap.dedent(
+    """
+    import numpy as np
+
+    def work_{k}(steps):
+        for i in range(steps):
+            n, grown = i + 1, np.zeros(i + 1)
+            a = np.zeros((i % 3 + 1, 2))
+        return steps
+    """
+)
+N_LINE, A_LINE = 6, 7  # `grown` is new on every hit: its line is read on every hit
+
+BACKENDS = ["settrace", *(["monitoring"] if hasattr(sys, "monitoring") else [])]
+
+
+@pytest.fixture
+def fast_switches() -> Iterator[None]:
+    """Thread switches every microsecond, not every 5 ms: many land inside a read."""
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(interval)
+
+
+def whole(var: messages.VarRecord) -> list[str]:
+    """What is wrong with a record sent (nothing: a whole one)."""
+    wrong = []
+    if var.name == "n":
+        last, low, high = var.number or (0, 0, 0)
+        if not (low == 1 and high == last <= var.hits):
+            wrong.append(f"n: number {var.number} at {var.hits} hits")
+        if var.history is not None and var.history[-1] > last:
+            wrong.append(f"n: history ends {var.history[-1]}, the number {last}")
+    shape = var.shape or []
+    if var.name == "grown" and (
+        len(shape) != 1 or shape[0] > var.hits or var.dim_ranges != [[1, shape[0]]]
+    ):
+        wrong.append(f"grown: shape {var.shape}, ranges {var.dim_ranges} at {var.hits} hits")
+    if var.name == "a":
+        if var.shape not in var.shapes:
+            wrong.append(f"a: shape {var.shape} not among {var.shapes}")
+        ranges = var.dim_ranges or []
+        if len(ranges) != len(shape) or any(
+            not lo <= d <= hi for d, (lo, hi) in zip(shape, ranges, strict=True)
+        ):
+            wrong.append(f"a: shape {var.shape} out of {var.dim_ranges}")
+    return wrong
+
+
+def traced_threads(folder: Path, backend: str) -> tuple[Trace, list[str], list[str]]:
+    """Run the workers under the tracer while a flusher drains; the trace of what the
+    flushes sent, the files, and what was wrong with the records sent."""
+    files = []
+    for k in range(THREADS):
+        path = folder / f"worker_{k}.py"
+        path.write_text(WORK.format(k=k))
+        files.append(str(path))
+    workers = [_load(path, k) for k, path in enumerate(files)]
+    recorder = Recorder()
+    scope = UserCodeScope(ScopeConfig(root=str(folder)))
+    events = FrameEvents(scope=scope, recorder=recorder, findings=FindingsConfig())
+    # Not adaptive: lines switched off would have estimated counts, not exact ones.
+    engine = (
+        new_backend(events, "settrace")
+        if backend == "settrace"
+        else MonitoringTracer(events, adaptive=False)
+    )
+    builder = TraceBuilder(argv=[])
+    wrong: list[str] = []
+    done = threading.Event()
+
+    def flush(last: bool = False) -> None:
+        for message in recorder.drain(last=last):
+            builder.accept(message)
+            if message["t"] == messages.VARS:
+                wrong.extend(w for var in message["entries"] for w in whole(var))
+
+    def flusher() -> None:
+        while not done.is_set():
+            flush()
+
+    draining = threading.Thread(target=flusher)
+    draining.start()
+    engine.start()
+    try:
+        threads = [threading.Thread(target=work, args=(STEPS,)) for work in workers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        engine.stop()
+        done.set()
+        draining.join()
+    flush(last=True)
+    return builder.build(duration_s=0, returncode=0, outcome=None), files, wrong
+
+
+def _load(path: str, k: int) -> Any:
+    """Worker ``k``'s function: named apart, as code objects of equal content compare equal
+    whatever their file (sys.monitoring's backend would see only one of them)."""
+    namespace: dict[str, Any] = {}
+    exec(compile(Path(path).read_text(), path, "exec"), namespace)
+    return namespace[f"work_{k}"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.usefixtures("fast_switches")
+def test_flushes_in_a_storm_of_thread_switches_send_whole_records_and_exact_totals(
+    tmp_path: Path, backend: str
+) -> None:
+    trace, files, wrong = traced_threads(tmp_path.resolve(), backend)
+    assert wrong == []
+    assert set(trace.files) == set(files)
+    for file in files:
+        lines = {line.line: line for line in trace.lines_of(file)}
+        assert lines[N_LINE].hits == lines[A_LINE].hits == STEPS
+        grown, n = sorted(lines[N_LINE].vars, key=lambda var: var.name)
+        assert (n.hits, n.number) == (STEPS, (STEPS, 1, STEPS))
+        assert (grown.hits, grown.shape, grown.dim_ranges) == (STEPS, (STEPS,), ((1, STEPS),))
+        assert n.history[0] == 1 and n.history[-1] == STEPS
+        (a,) = lines[A_LINE].vars
+        assert a.hits == STEPS and sum(a.shape_hits) == STEPS
+        assert set(a.shapes) == {(1, 2), (2, 2), (3, 2)}
+        assert a.dim_ranges == ((1, 3), (2, 2))
+        assert a.shape == ((STEPS - 1) % 3 + 1, 2) and a.dtype == "float64"
+
+
+def loop_then_flush(recorder: Recorder, sent: list[messages.Message], steps: int) -> int:
+    for i in range(steps):
+        a = np.zeros(i % 3 + 1)
+    sent.extend(recorder.drain())  # a flush after the loop's last hit, before the frame's end
+    return len(a)
+
+
+def test_the_last_flush_sends_the_values_a_frames_end_read_without_a_hit() -> None:
+    """A line skipped on its last hits is read once more when its frame ends, counting no
+    hit: only the run's last flush can tell that its record changed."""
+    recorder = Recorder()
+    here = str(Path(__file__).parent)
+    scope = UserCodeScope(ScopeConfig(root=here, functions=("loop_then_flush",)))
+    events = FrameEvents(scope=scope, recorder=recorder, findings=FindingsConfig())
+    sent: list[messages.Message] = []
+    with new_backend(events, "settrace"):
+        loop_then_flush(recorder, sent, 201)
+    (before,) = (
+        var for m in sent if m["t"] == messages.VARS for var in m["entries"] if var.name == "a"
+    )
+    assert (before.hits, before.shape) == (201, [2])  # its last sampled read: i = 193
+    sent.extend(recorder.drain(last=True))
+    (*_, after) = (
+        var for m in sent if m["t"] == messages.VARS for var in m["entries"] if var.name == "a"
+    )
+    assert (after.hits, after.shape) == (201, [3])  # i = 200, read as the frame ended
