@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, LspSession
 from lsprotocol import types
+
+from conftest import REPO, LspSession
 
 ON_311 = sys.implementation.name == "cpython" and sys.version_info[:2] == (3, 11)
 PYTHON_312 = Path(sys.prefix).parent / ".venv312" / "bin" / "python"
@@ -114,7 +115,8 @@ def test_a_missing_interpreter_is_one_line_and_status_1(tmp_path: Path) -> None:
     done = _doctor("--python", str(tmp_path / "nope" / "python"))
     assert done.returncode == 1
     assert done.stdout == ""
-    assert done.stderr == f"shapelens doctor: Python interpreter not found: {tmp_path}/nope/python\n"
+    missing = tmp_path / "nope" / "python"
+    assert done.stderr == f"shapelens doctor: Python interpreter not found: {missing}\n"
 
 
 @pytest.mark.skipif(not PYTHON_310.exists(), reason="needs pyenv's 3.10.13")
