@@ -62,8 +62,8 @@ def _load() -> tuple[GateType | None, str | None]:
         # a gate compiled for another platform is never even opened.
         suffix = sysconfig.get_config_var("EXT_SUFFIX")
         return None, (
-            f"not built for this interpreter (no _library_gate{suffix}: the install found no C "
-            "compiler, or the package was copied from another platform)"
+            f"not built for this interpreter (no _library_gate{suffix}: pip found no C compiler "
+            "at install, or this copy ships without it, as the VS Code extension's does)"
         )
     except ImportError as err:  # built for another 3.11.x, or an unknown frame layout
         return None, str(err)
