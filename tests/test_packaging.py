@@ -47,16 +47,21 @@ print(json.dumps(sorted(tops)))
 """Run by an interpreter with torch: the top-level files of torch and of what it requires."""
 
 
-def _run(*command: str | Path, cwd: Path | None = None) -> str:
+def _run(
+    *command: str | Path,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+    status: int = 0,
+) -> str:
     done = subprocess.run(
         [str(part) for part in command],
         capture_output=True,
         text=True,
         timeout=300,
         cwd=cwd,
-        env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+        env={**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **(env or {})},
     )
-    assert done.returncode == 0, f"{command}:\n{done.stdout}\n{done.stderr}"
+    assert done.returncode == status, f"{command}:\n{done.stdout}\n{done.stderr}"
     return done.stdout + done.stderr
 
 
@@ -72,7 +77,7 @@ def _venv_with_torch(python: Path, where: Path) -> Path:
     return where / "bin" / "python"
 
 
-def _build(tmp_path: Path) -> tuple[Path, Path]:
+def _source(tmp_path: Path) -> Path:
     source = tmp_path / "source"
     for name in SOURCES:
         copy = shutil.copytree if (REPO / name).is_dir() else shutil.copy
@@ -80,6 +85,11 @@ def _build(tmp_path: Path) -> tuple[Path, Path]:
         copy(REPO / name, source / name)  # type: ignore[operator]
     for compiled in source.rglob("*.so"):
         compiled.unlink()
+    return source
+
+
+def _build(tmp_path: Path) -> tuple[Path, Path]:
+    source = _source(tmp_path)
     dist = tmp_path / "dist"
     log = _run(sys.executable, "-m", "build", "--no-isolation", "--outdir", dist, source)
     assert "Deprecat" not in log and "deprecat" not in log, log
@@ -130,3 +140,21 @@ def test_the_wheel_installs_and_finds_the_seed_broadcast(tmp_path: Path) -> None
     (wheel_312,) = wheels_312.glob("*.whl")
     assert wheel_312.name.endswith("-py3-none-any.whl")
     _check(_installed(PYTHON_312, wheel_312, tmp_path), "monitoring", tmp_path)
+
+
+ON_311 = sys.implementation.name == "cpython" and sys.version_info[:2] == (3, 11)
+
+
+@pytest.mark.skipif(not ON_311, reason="the gate is built on CPython 3.11 only")
+def test_a_gate_that_cannot_build_says_so_loudly(tmp_path: Path) -> None:
+    """No working C compiler: the install goes on without the gate under a banner (pip
+    shows it with -v, `python -m build` always), or fails with SHAPELENS_REQUIRE_GATE=1."""
+    source = _source(tmp_path)
+    pip_wheel = ("-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation", source)
+    no_compiler = {"CC": "false"}
+    log = _run(sys.executable, *pip_wheel, "-w", tmp_path / "w", env=no_compiler)
+    assert "ShapeLens: the C gate (server/shapelens/engine/_library_gate.c) did not build:" in log
+    (wheel,) = (tmp_path / "w").glob("*.whl")
+    assert ".so" not in _run(sys.executable, "-m", "zipfile", "-l", wheel)
+    required = {**no_compiler, "SHAPELENS_REQUIRE_GATE": "1"}
+    _run(sys.executable, *pip_wheel, "-w", tmp_path / "w2", env=required, status=1)
