@@ -47,7 +47,6 @@ def _torch() -> Any:
 
 def _tracing() -> Any:
     """The core a run gets here, chosen by the engine's own rule."""
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     from shapelens.engine.backends import choose_backend
 
     choice = choose_backend()
@@ -56,6 +55,9 @@ def _tracing() -> Any:
 
 
 def main() -> None:
+    # This package's root in place of runner/ (python put this file's folder first): its
+    # modules' names (protocol, child, ...) must not shadow what torch imports.
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     found: dict[str, Any] = {
         "python": platform.python_version(),
         "implementation": sys.implementation.name,
