@@ -106,7 +106,7 @@ bundle-python: install
 
 vsix: extension bundle-python
 	npm run --silent package
-	! unzip -l vscode-extension/shapelens.vsix | grep -E 'libs/shapelens/.*\.(so|pyd)$$'
+	! $(PY) -m zipfile -l vscode-extension/shapelens.vsix | grep -E 'libs/shapelens/[^ ]*\.(so|pyd) '
 
 # A real VS Code: code-server + headless Debian chromium driven by playwright-core
 # (tools installed into the git-ignored .tools/; screenshots land in .artifacts/e2e/).
