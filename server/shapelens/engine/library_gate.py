@@ -9,6 +9,7 @@ slower: the whole program runs in the interpreter's tracing mode).
 
 from __future__ import annotations
 
+import importlib
 import sys
 import sysconfig
 from collections.abc import Callable
@@ -55,8 +56,8 @@ def why_no_gate() -> str | None:
 def _load() -> tuple[GateType | None, str | None]:
     if sys.implementation.name != "cpython" or sys.version_info[:2] != (3, 11):
         return None, f"built for CPython 3.11 only (this is {_this_python()})"
-    try:
-        from shapelens.engine import _library_gate  # type: ignore[attr-defined]
+    try:  # not `from package import name`, which words a missing module as any ImportError
+        _library_gate = importlib.import_module("shapelens.engine._library_gate")
     except ModuleNotFoundError:
         # The import system looks only for this interpreter's ABI tag (cpython-311-<platform>):
         # a gate compiled for another platform is never even opened.
