@@ -93,7 +93,8 @@ extension-unit: node_modules/.installed
 	npm run --silent test:unit
 
 # The server's Python libraries and the shapelens package, bundled so the user's
-# interpreter needs nothing but torch (git-ignored; rebuilt on every vsix).
+# interpreter needs nothing but torch (git-ignored; rebuilt on every vsix). Pure Python
+# only: the gate built here is for this machine's CPython, so it stays out (docs/editors.md).
 bundle-python: install
 	rm -rf $(BUNDLED_LIBS)
 	$(PY) -m pip install -q --no-deps --target $(BUNDLED_LIBS) $(PY_BUNDLE_PINS)
@@ -101,9 +102,11 @@ bundle-python: install
 	  --platform any --python-version 3.11 --implementation py debugpy==1.8.22
 	cp -r server/shapelens $(BUNDLED_LIBS)/shapelens
 	find $(BUNDLED_LIBS) -name __pycache__ -prune -exec rm -rf {} +
+	find $(BUNDLED_LIBS)/shapelens -name "*.so" -delete
 
 vsix: extension bundle-python
 	npm run --silent package
+	! $(PY) -m zipfile -l vscode-extension/shapelens.vsix | grep -E 'libs/shapelens/[^ ]*\.(so|pyd) '
 
 # A real VS Code: code-server + headless Debian chromium driven by playwright-core
 # (tools installed into the git-ignored .tools/; screenshots land in .artifacts/e2e/).

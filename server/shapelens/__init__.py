@@ -13,7 +13,8 @@ The public surface is small on purpose:
 
 from typing import Any
 
-__version__ = "0.1.0"
+from shapelens._version import __version__
+
 __all__ = [
     "NumpyFormat",
     "TensorFormat",

@@ -1,8 +1,10 @@
-// The extension's commands: run (with a cancellable progress notification), clear, restart.
+// The extension's commands: run (with a cancellable progress notification), clear, restart,
+// the diagnostics report.
 import * as path from "path";
 import * as vscode from "vscode";
 import { ShapeLensClient } from "./client";
 import { DecorationController } from "./decorations";
+import { diagnosticsText, doctorArgument, DOCTOR_COMMAND } from "./diagnostics";
 import { configurationFor, LaunchRun, RUNNABLE_TYPES } from "./launchConfig";
 import { launchConfigurations, moduleFile, readLaunch } from "./launches";
 import { CELL_SCHEME } from "./notebook";
@@ -63,7 +65,20 @@ export function registerCommands(deps: CommandDeps): vscode.Disposable[] {
       deps.output.info("ShapeLens language server restarted");
     }),
     vscode.commands.registerCommand("shapelens.showOutput", () => deps.output.show(true)),
+    vscode.commands.registerCommand("shapelens.showDiagnosticsReport", () => showDiagnosticsReport(deps)),
   ];
+}
+
+/** `shapelens doctor` through the language server, in an untitled document to paste from. */
+async function showDiagnosticsReport(deps: CommandDeps): Promise<void> {
+  const settings = deps.settings();
+  const reply = await vscode.window.withProgress(
+    { location: vscode.ProgressLocation.Notification, title: "ShapeLens: asking the interpreter…" },
+    () => deps.client.executeCommand(DOCTOR_COMMAND, doctorArgument(settings)).catch((err: unknown) => err),
+  );
+  const content = diagnosticsText(reply, settings, `${vscode.env.appName} ${vscode.version}`);
+  const document = await vscode.workspace.openTextDocument({ language: "plaintext", content });
+  await vscode.window.showTextDocument(document);
 }
 
 interface RunOptions {

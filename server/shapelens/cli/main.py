@@ -1,4 +1,5 @@
-"""The ``shapelens`` command: ``shapelens run [options] SCRIPT|-m MODULE [ARGS...]``."""
+"""The ``shapelens`` command: ``shapelens run [options] SCRIPT|-m MODULE [ARGS...]``, and
+``merge``, ``lsp`` and ``doctor``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import time
 from collections.abc import Sequence
 
 from shapelens import __version__
+from shapelens.cli.doctor import add_doctor, doctor
 from shapelens.engine.findings import FindingsConfig
 from shapelens.present.labels import HintStyle
 from shapelens.present.listing import render_listing
@@ -71,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
     _add_lsp(commands.add_parser("lsp", help="start the language server (stdio by default)"))
+    add_doctor(
+        commands.add_parser(
+            "doctor", help="the interpreter, torch and tracing core a run would use (bug reports)"
+        )
+    )
     return parser
 
 
@@ -122,6 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _lsp(parser, options)
     if options.command == "merge":
         return _merge(options)
+    if options.command == "doctor":
+        return doctor(options)
     parser.print_help(sys.stderr)
     return 2
 

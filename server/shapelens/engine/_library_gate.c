@@ -34,6 +34,14 @@
 #error "the gate reads CPython 3.11's frames: setup.py builds it for 3.11 only"
 #endif
 
+/* The CPython this module was compiled for (PY_VERSION_HEX; tests define another to build a
+ * mismatched gate). It loads only there: the frame layout below is checked at load, but a
+ * wrong layout may crash that very check, so another interpreter, even another 3.11.x,
+ * never gets that far. */
+#ifndef GATE_BUILT_FOR
+#define GATE_BUILT_FOR PY_VERSION_HEX
+#endif
+
 /* The leading fields of CPython 3.11's frames, as Include/internal/pycore_frame.h declares
  * them. Its public headers keep both structs opaque, and no public function reads the frame
  * a PEP 523 hook is handed (3.12 added PyUnstable_InterpreterFrame_GetCode): the hook needs
@@ -453,6 +461,13 @@ layout_checked(void)
 PyMODINIT_FUNC
 PyInit__library_gate(void)
 {
+    if (Py_Version != GATE_BUILT_FOR) {
+        PyErr_Format(PyExc_ImportError, "the gate was built for CPython %d.%d.%d, this is %d.%d.%d",
+                     (GATE_BUILT_FOR >> 24) & 0xFF, (GATE_BUILT_FOR >> 16) & 0xFF,
+                     (GATE_BUILT_FOR >> 8) & 0xFF, (int)(Py_Version >> 24) & 0xFF,
+                     (int)(Py_Version >> 16) & 0xFF, (int)(Py_Version >> 8) & 0xFF);
+        return NULL;
+    }
     static const char *names[8] = {"call",   "exception", "line",     "return",
                                    "c_call", "c_exception", "c_return", "opcode"};
     for (int i = 0; i < 8; i++) {

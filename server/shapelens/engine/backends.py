@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol, overload
 
 from shapelens.engine.frame_events import FrameEvents
-from shapelens.engine.library_gate import built_gate
+from shapelens.engine.library_gate import built_gate, why_no_gate
 from shapelens.engine.module_tree import ReturnWatch
 from shapelens.engine.monitoring import MonitoringTracer
 from shapelens.engine.tracer import Tracer
@@ -57,6 +57,9 @@ class BackendChoice:
     kind: Literal["settrace", "monitoring"]
     gated: bool = False
     """settrace: through the C gate (where nothing traced before it starts)."""
+    gate_off: str | None = field(default=None, compare=False)
+    """settrace without the gate: why (``shapelens doctor`` says it); an explanation, not
+    part of the choice."""
 
 
 def choose_backend(requested: str = "auto") -> BackendChoice:
@@ -69,8 +72,10 @@ def choose_backend(requested: str = "auto") -> BackendChoice:
         raise BackendUnavailable(f"monitoring needs Python 3.12+ (this is {python})")
     if has_monitoring and requested != "settrace":
         return BackendChoice("monitoring")
-    gated = os.environ.get(GATE_VARIABLE, "1") != "0" and built_gate() is not None
-    return BackendChoice("settrace", gated=gated)
+    if os.environ.get(GATE_VARIABLE, "1") == "0":
+        return BackendChoice("settrace", gate_off=f"{GATE_VARIABLE}=0 is set")
+    reason = why_no_gate()
+    return BackendChoice("settrace", gated=reason is None, gate_off=reason)
 
 
 @overload

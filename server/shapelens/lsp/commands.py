@@ -1,10 +1,12 @@
 """``workspace/executeCommand``: shapelens.run, shapelens.runFunction, shapelens.cancel,
-shapelens.clear, shapelens.loadTrace, shapelens.modules. Running user code happens only
-here, never on open, save or hover."""
+shapelens.clear, shapelens.loadTrace, shapelens.modules, shapelens.doctor. Running user code
+happens only here, never on open, save or hover."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +17,7 @@ from shapelens.lsp.runs import InvalidRunParams, parse_run_params, read_lines
 from shapelens.lsp.state import ShapeLensServer
 from shapelens.lsp.uris import path_of
 from shapelens.present.modules import module_summary, slot_text
+from shapelens.runner.doctor import Unusable, diagnose, report
 from shapelens.trace import load_trace
 from shapelens.trace.codec import TraceFormatError, module_to_json
 
@@ -94,6 +97,24 @@ def clear(ls: ShapeLensServer, *args: Any) -> dict[str, Any]:
     return {"cleared": len(cleared)}
 
 
+async def doctor(ls: ShapeLensServer, *args: Any) -> dict[str, Any]:
+    """``shapelens doctor`` for the interpreter and environment the server's runs use:
+    ``{"report": TEXT, "diagnosis": {...}}``, or ``{"report": ONE_LINE, "error": ...}`` when
+    that interpreter cannot be used. The editor's effective settings, passed as
+    ``{"settings": {...}}``, are part of the report."""
+    argument = _first(args)
+    settings = argument.get("settings") if isinstance(argument, dict) else None
+    shown = settings if isinstance(settings, dict) else None
+    python = ls.settings.run.interpreter or sys.executable
+    env = {**os.environ, **ls.settings.run.extra_env}
+    folders = ls.kernel_trace_dirs()
+    try:
+        diagnosis = await asyncio.to_thread(diagnose, python, folders, env=env, settings=shown)
+    except Unusable as err:
+        return {"report": f"shapelens doctor: {err}\n", "error": str(err)}
+    return {"report": report(diagnosis), "diagnosis": diagnosis.to_json()}
+
+
 COMMANDS: dict[str, Callable[..., Any]] = {
     "shapelens.loadTrace": load_trace_file,
     "shapelens.run": run,
@@ -102,5 +123,6 @@ COMMANDS: dict[str, Callable[..., Any]] = {
     "shapelens.clear": clear,
     "shapelens.inlineValueExpression": inline_value_expression,
     "shapelens.modules": modules,
+    "shapelens.doctor": doctor,
 }
 """Command → handler, registered by ``lsp.server.create_server``."""

@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from shapelens._version import __version__
 from shapelens.trace.messages import json_number, read_numbers
 from shapelens.trace.model import (
     CellSource,
@@ -209,6 +210,7 @@ def trace_to_json(trace: Trace) -> dict[str, Any]:
     exc = trace.exception
     return {
         "schema": SCHEMA_ID,
+        "producer": {"name": "shapelens", "version": __version__},
         "argv": list(trace.argv),
         "python": trace.python,
         "duration_s": round(trace.duration_s, 6),
