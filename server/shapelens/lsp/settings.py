@@ -22,7 +22,7 @@ class Settings:
 
     @property
     def hint_style(self) -> HintStyle:
-        return HintStyle(format=self.hints.hint_format, coverage=self.hints.coverage)
+        return HintStyle.of(self.hints)
 
 
 def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, list[str]]:
