@@ -38,7 +38,6 @@ from shapelens.present.shapes import (
     sparkline,
 )
 from shapelens.present.source_blocks import Block, SourceBlocks, source_blocks
-from shapelens.settings.groups import HintSettings
 from shapelens.trace import TracedLine, TracedVar
 
 
@@ -50,10 +49,6 @@ class HintStyle:
     """Lines that bound no value show how often they ran."""
     dim_names: str = "off"
     """``off``, ``names`` (``k (B,n_head,T,16)``) or ``both`` (``k (B=2,n_head=4,T=8,16)``)."""
-
-    @classmethod
-    def of(cls, hints: HintSettings) -> HintStyle:
-        return cls(format=hints.hint_format, coverage=hints.coverage, dim_names=hints.dim_names)
 
 
 DEFAULT_STYLE = HintStyle()
