@@ -38,7 +38,7 @@ def shape_text(
     has none): ``(B=4,1)``, or ``(B,1)`` without ``sizes``."""
     if shape is None:
         return "(?)"
-    return _dims_text([str(int(d)) for d in shape], python, names, sizes)
+    return joined_dims([str(int(d)) for d in shape], python, names, sizes)
 
 
 def ranged_shape_text(
@@ -51,12 +51,13 @@ def ranged_shape_text(
     """``(2,1‥5,6)``: a shape whose dims varied, each varying dim as ``min‥max``; named like
     :func:`shape_text`: ``(B=2, T=1‥5, C=6)``."""
     dims = [str(lo) if lo == hi else f"{lo}‥{hi}" for lo, hi in ranges]
-    return _dims_text(dims, python, names, sizes)
+    return joined_dims(dims, python, names, sizes)
 
 
-def _dims_text(
+def joined_dims(
     dims: Sequence[str], python: bool, names: Sequence[str | None] | None, sizes: bool
 ) -> str:
+    """Dims already written (``4``, ``1‥5``) as one shape, each named as ``names`` says."""
     if names is not None:
         dims = [
             d if n is None else f"{n}={d}" if sizes else n
