@@ -208,7 +208,7 @@ class HintSettings:
         help="name a hint's dims after the variables that built them: off (default), names: "
         "k (B,n_head,T,16), both: k (B=2,n_head=4,T=8,16); sizes where no name did",
         description="Name the dims of a hint's shape after the variables that built them "
-        "(`B, T, C = x.size()`, `self.n_head`). Hover always names them.",
+        "(B, T, C = x.size(), self.n_head). Hover always names them.",
         choice_help=(
             "Sizes only: k (2,4,8,16).",
             "Names where the run bound them, sizes elsewhere: k (B,n_head,T,16).",
