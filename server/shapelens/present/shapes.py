@@ -49,7 +49,7 @@ def ranged_shape_text(
     sizes: bool = True,
 ) -> str:
     """``(2,1‥5,6)``: a shape whose dims varied, each varying dim as ``min‥max``; named like
-    :func:`shape_text`: ``(B=2, T=1‥5, C=6)``."""
+    :func:`shape_text`: ``(B=2,T=1‥5,C=6)``."""
     dims = [str(lo) if lo == hi else f"{lo}‥{hi}" for lo, hi in ranges]
     return joined_dims(dims, python, names, sizes)
 
