@@ -30,7 +30,7 @@ RUN_FLAGS = {
     "--python", "--quiet", "-q", "--nproc-per-node", "--torchrun-arg", "--backend", "--sample",
     "--compile", "--log", "--debug", "--hints", "--modules", "--coverage", "--color",
     "--no-color", "--no-findings", "--nonfinite-max-elements", "--nonfinite-on-gpu",
-    "--scalars-on-gpu", "--fake",
+    "--scalars-on-gpu", "--fake", "--dim-names",
 }  # fmt: skip
 
 # The settings a client sends (what the extension's serverSettings writes), and a valid
@@ -46,6 +46,7 @@ CLIENT_VALUES: dict[str, Any] = {
     "nonfiniteOnGpu": True,
     "hintFormat": "full",
     "coverage": True,
+    "dimNames": "both",
     "maxHintLength": 12,
     "traceDir": "traces",
 }
@@ -158,7 +159,7 @@ def test_every_client_setting_is_read() -> None:
             nonfinite_max_elements=10,
             nonfinite_on_gpu=True,
         ),
-        hints=HintSettings(hint_format="full", coverage=True, max_hint_length=12),
+        hints=HintSettings(hint_format="full", coverage=True, dim_names="both", max_hint_length=12),
         notebooks=NotebookSettings(trace_dir="traces"),
     )
     assert isinstance(settings.run.timeout_s, float)

@@ -2,11 +2,13 @@
 
 export type DisplayMode = "decorations" | "inlayHints";
 export type HintFormat = "compact" | "full";
+export type DimNames = "off" | "names" | "both";
 
 export interface Settings {
   displayMode: DisplayMode;
   maxHintLength: number;
   hintFormat: HintFormat;
+  dimNames: DimNames;
   coverage: boolean;
   scalarsOnGpu: boolean;
   interpreter: string;
@@ -21,6 +23,7 @@ export const DEFAULTS: Settings = {
   displayMode: "decorations",
   maxHintLength: 80,
   hintFormat: "compact",
+  dimNames: "off",
   coverage: false,
   scalarsOnGpu: false,
   interpreter: "",
@@ -51,6 +54,7 @@ export function readSettings(get: Getter): { settings: Settings; problems: strin
     displayMode: pick("displayMode", DEFAULTS.displayMode, (v): v is DisplayMode => v === "decorations" || v === "inlayHints"),
     maxHintLength: pick("maxHintLength", DEFAULTS.maxHintLength, (v): v is number => Number.isInteger(v) && (v as number) >= 10),
     hintFormat: pick("hintFormat", DEFAULTS.hintFormat, (v): v is HintFormat => v === "compact" || v === "full"),
+    dimNames: pick("dimNames", DEFAULTS.dimNames, (v): v is DimNames => v === "off" || v === "names" || v === "both"),
     coverage: pick("coverage", DEFAULTS.coverage, isBool),
     scalarsOnGpu: pick("scalarsOnGpu", DEFAULTS.scalarsOnGpu, isBool),
     interpreter: pick("interpreter", DEFAULTS.interpreter, (v): v is string => typeof v === "string"),
@@ -86,6 +90,7 @@ export function serverSettings(settings: Settings, interpreter: string): { shape
       nonfiniteOnGpu: settings.findings.nonfiniteOnGpu,
       maxHintLength: Math.min(settings.maxHintLength, 200),
       hintFormat: settings.hintFormat,
+      dimNames: settings.dimNames,
       coverage: settings.coverage,
       scalarsOnGpu: settings.scalarsOnGpu,
       traceDir: settings.traceDir.trim() || null,

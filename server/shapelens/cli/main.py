@@ -228,7 +228,9 @@ def _report(trace: Trace, listing: ListingOptions, hints: HintSettings) -> int:
             return 2
     if not listing.quiet:
         color = listing.color if listing.color is not None else _wants_color()
-        style = HintStyle(format=hints.hint_format, coverage=hints.coverage)
+        style = HintStyle(
+            format=hints.hint_format, coverage=hints.coverage, dim_names=hints.dim_names
+        )
         sys.stderr.write(render_listing(trace, color=color, style=style))
     if listing.modules:
         table = modules_table(trace.modules) if trace.modules else "no nn.Module ran"

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import inspect
 
-from shapelens.present.shapes import DTYPE_ABBREVIATIONS, shape_text
+from shapelens.present.shapes import DTYPE_ABBREVIATIONS, joined_dims, shape_text
 
 # The shape is written by the very function the hints use: its source travels in the helper.
 _PRESENT_SOURCE = (
     "from __future__ import annotations\n"
     + inspect.getsource(shape_text)
+    + inspect.getsource(joined_dims)
     + f"\nDTYPE_ABBREVIATIONS = {DTYPE_ABBREVIATIONS!r}\n"
 )
 

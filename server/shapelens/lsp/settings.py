@@ -22,7 +22,10 @@ class Settings:
 
     @property
     def hint_style(self) -> HintStyle:
-        return HintStyle(format=self.hints.hint_format, coverage=self.hints.coverage)
+        hints = self.hints
+        return HintStyle(
+            format=hints.hint_format, coverage=hints.coverage, dim_names=hints.dim_names
+        )
 
 
 def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, list[str]]:

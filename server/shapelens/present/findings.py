@@ -36,8 +36,11 @@ def finding_message(finding: Finding) -> str:
 
 
 def finding_detail(finding: Finding) -> str:
-    """The sentence without its leading kind (the listing prints the kind on its own)."""
-    return finding_message(finding).removeprefix(finding_title(finding) + ": ")
+    """The sentence without its leading kind (the listing and hover print the kind on its
+    own): ``[rank 1] `y` (4,) - …`` of ``[rank 1] broadcast: `y` (4,) - …``."""
+    rank = f"[rank {finding.rank}] " if finding.rank is not None else ""
+    body = finding_message(finding).removeprefix(rank)
+    return rank + body.removeprefix(finding_title(finding) + ": ")
 
 
 def _body(finding: Finding) -> str:

@@ -12,7 +12,10 @@ Compact (the default) says what the line is read for and leaves the rest to hove
 - hit counts only where they differ from the enclosing block's: the ``def`` line or the
   loop header says ``×22`` once;
 - equal descriptions of one line merge: ``q k v (4,64,64)``;
+- a clock's readings (``t0 = time.time()``) show nothing (``present.clocks``);
 - lines that hold no tensor or number show nothing, unless coverage is asked for.
+
+Either form names a shape's dims on request (``dimNames``): ``k (B,n_head,T,16)``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from shapelens.present.clocks import is_clock_reading
+from shapelens.present.dim_names import DimNames, dim_names
 from shapelens.present.markdown import hits_text
 from shapelens.present.shapes import (
     alternatives_text,
@@ -42,6 +47,8 @@ class HintStyle:
     """``compact`` or ``full``."""
     coverage: bool = False
     """Lines that bound no value show how often they ran."""
+    dim_names: str = "off"
+    """``off``, ``names`` (``k (B,n_head,T,16)``) or ``both`` (``k (B=2,n_head=4,T=8,16)``)."""
 
 
 DEFAULT_STYLE = HintStyle()
@@ -90,13 +97,23 @@ class FileHints:
         usual: RunUsual,
     ) -> None:
         self._lines = lines
+        self._source = source.splitlines(keepends=True) if isinstance(source, str) else source
         self._blocks: SourceBlocks = source_blocks(source)
         self._usual = usual
         self._scope_grads: dict[tuple[int, str], bool | None] | None = None
 
     def label(self, line: TracedLine, style: HintStyle = DEFAULT_STYLE) -> str:
         if style.format == "full":  # everything, the counts of lines without values too
-            text = line_label(line)
+            text = "  ".join(
+                var_label(
+                    v,
+                    line.sampled,
+                    clock=self._is_clock(line.line, v),
+                    names=self._dim_names(line.line, v, style),
+                    sizes=style.dim_names != "names",
+                )
+                for v in line.vars
+            )
             if not text and (line.hits > 1 or (style.coverage and line.hits)):
                 text = hits_text(line.hits, line.sampled)
         else:
@@ -117,10 +134,13 @@ class FileHints:
         consumed = self._consumed_grad(line.line)
         described: list[tuple[str, str]] = []
         for var in line.vars:
+            if self._is_clock(line.line, var):
+                continue
             # A header binds once per pass (its last event, a loop's exit, binds nothing).
             same = opened is not None or var.hits == shown_count
             own = None if same else hits_text(var.hits, line.sampled)
-            described.append(self._describe(var, consumed, own))
+            names = self._dim_names(line.line, var, style)
+            described.append(self._describe(var, consumed, own, names, style.dim_names != "names"))
         parts = _merge(described)
         if not parts and not (opened is not None or style.coverage):
             return ""  # nothing bound: the count alone is coverage, not asked for
@@ -129,7 +149,12 @@ class FileHints:
         return "  ".join(parts)
 
     def _describe(
-        self, var: TracedVar, consumed: bool | None, own_count: str | None
+        self,
+        var: TracedVar,
+        consumed: bool | None,
+        own_count: str | None,
+        names: DimNames | None,
+        sizes: bool,
     ) -> tuple[str, str]:
         """(name, the rest) of one value's compact description."""
         if var.number is not None:
@@ -138,7 +163,7 @@ class FileHints:
         per_rank = _rank_label(var)
         if per_rank is not None:
             return var.name, per_rank
-        parts = [_shapes_text(var)]
+        parts = [_shapes_text(var, names, sizes)]
         if var.history and (course := sparkline(var.history)):
             parts = [scalar_text(var.history[-1], var.dtype), course]
         usual = self._usual
@@ -152,6 +177,24 @@ class FileHints:
         if own_count:
             parts.append(own_count)
         return var.name, " ".join(parts)
+
+    def _statement(self, line: int) -> str | None:
+        """The source of the statement that starts on ``line``, all its lines."""
+        end = self._blocks.last_line.get(line)
+        return None if end is None else "".join(self._source[line - 1 : end])
+
+    def _is_clock(self, line: int, var: TracedVar) -> bool:
+        if var.number is None:
+            return False
+        return is_clock_reading(self._statement(line), var.name, var.number, var.history)
+
+    def _dim_names(self, line: int, var: TracedVar, style: HintStyle) -> DimNames | None:
+        """What to call each dim of ``var`` in a hint, when the style names dims."""
+        if style.dim_names == "off" or var.shape is None:
+            return None
+        statement = self._statement(line)
+        found = dim_names(statement, var.name, len(var.shape)) if statement else None
+        return None if found is None else tuple(_hint_name(n) for n in found)
 
     def _block_count(self, block: Block) -> tuple[int, bool] | None:
         """How often ``block`` ran (and whether that is an estimate); the module runs once."""
@@ -240,12 +283,23 @@ def _number_text(var: TracedVar, number: tuple[float, float, float]) -> str:
     return text
 
 
-def _shapes_text(var: TracedVar) -> str:
-    if var.shape_varies and var.dim_ranges is not None:
-        return ranged_shape_text(var.dim_ranges)  # every varying dim as its range
+def _hint_name(name: str | None) -> str | None:
+    """A dim's name as a hint writes it: a variable's (``B``) or an attribute's (``n_head``
+    of ``config.n_head``). An expression (``C // n_head``) is written as its size: the hint
+    ends the line that spells it out, so its value is the news, and a hint has room for a
+    number, not a formula (hover names it: ``C // n_head=16``)."""
+    if name is None or not all(part.isidentifier() for part in name.split(".")):
+        return None
+    return name.rpartition(".")[2]
+
+
+def _shapes_text(var: TracedVar, names: DimNames | None = None, sizes: bool = True) -> str:
+    """The shape, its dims named by ``names`` (with their ``sizes``, or instead of them)."""
+    if var.shape_varies and var.dim_ranges is not None:  # every varying dim as its range
+        return ranged_shape_text(var.dim_ranges, names=names, sizes=sizes)
     if var.shape_varies:  # the number of dims varied: the distinct shapes themselves
         return alternatives_text(var.shapes)
-    return shape_text(var.shape)
+    return shape_text(var.shape, names=names, sizes=sizes)
 
 
 def _rank_label(var: TracedVar) -> str | None:
@@ -256,16 +310,26 @@ def _rank_label(var: TracedVar) -> str | None:
     return " | ".join(f"{shape_text(r.shape)} r{r.rank}" for r in var.ranks)
 
 
-def var_label(var: TracedVar, sampled: bool = False) -> str:
-    """The full description of one value: ``pred (4,1) f32 cpu grad ×10``, ``B=4``."""
+def var_label(
+    var: TracedVar,
+    sampled: bool = False,
+    *,
+    clock: bool = False,
+    names: DimNames | None = None,
+    sizes: bool = True,
+) -> str:
+    """The full description of one value: ``pred (4,1) f32 cpu grad ×10``, ``B=4``; a
+    ``clock``'s readings: ``t0 clock ×10``; dims named by ``names`` as in a compact hint."""
     count = f" {hits_text(var.hits, sampled)}" if var.hits > 1 else ""
+    if clock:
+        return f"{var.name} clock{count}"
     if var.number is not None:
         text = _number_text(var, var.number)
         return var.name + (text if text.startswith("=") else f" {text}") + count
     per_rank = _rank_label(var)
     if per_rank is not None:
         return f"{var.name} {per_rank}"
-    parts = [var.name, _shapes_text(var)]
+    parts = [var.name, _shapes_text(var, names, sizes)]
     if var.history and (course := sparkline(var.history)):
         # A scalar (a loss): its course.
         parts[1:] = [scalar_text(var.history[-1], var.dtype), course]
@@ -275,8 +339,3 @@ def var_label(var: TracedVar, sampled: bool = False) -> str:
     if var.requires_grad:
         parts.append("grad")
     return " ".join(p for p in parts if p) + count
-
-
-def line_label(line: TracedLine, separator: str = "  ") -> str:
-    """Every value of ``line`` in full."""
-    return separator.join(var_label(v, line.sampled) for v in line.vars)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from shapelens.present.shapes import (
+    distinct_digits,
     number_text,
     ranged_shape_text,
     scalar_text,
@@ -35,8 +36,9 @@ def var_table(
 ) -> str:
     """The details of ``var``; ``dims``: the name each dim came from (``B``, ``T``, …)."""
     if var.number is not None:
-        last, low, high = var.number
-        rows = [("last", number_text(last)), ("min", number_text(low)), ("max", number_text(high))]
+        digits = distinct_digits(var.number)  # min and max never read the same
+        last, low, high = (number_text(v, digits) for v in var.number)
+        rows = [("last", last), ("min", low), ("max", high)]
         rows.append(("hits", f"≈{var.hits}" if sampled else str(var.hits)))
         return _table(var, rows + _course(var), born, sampled)
     named = dims is not None and var.shape is not None and len(dims) == len(var.shape)
@@ -45,7 +47,8 @@ def var_table(
     if var.shape_varies:
         rows = [("last shape", shape_text(var.shape))]
         if var.dim_ranges is not None:
-            rows.append(("dims", ranged_shape_text(var.dim_ranges, names)))
+            dims_text = ranged_shape_text(var.dim_ranges, python=named, names=names)
+            rows.append(("dims", dims_text))
     rows += [
         ("dtype", var.dtype or "—"),
         ("device", var.device or "—"),
@@ -95,9 +98,9 @@ def _course(var: TracedVar) -> list[tuple[str, str]]:
     line = sparkline(history, width=32)
     if not line:
         return []
-    dtype = var.dtype
-    first, last = scalar_text(history[0], dtype), scalar_text(history[-1], dtype)
-    low, high = scalar_text(min(history), dtype), scalar_text(max(history), dtype)
+    ends = (history[0], history[-1], min(history), max(history))
+    digits = distinct_digits(ends)  # first and last, min and max, never read the same
+    first, last, low, high = (scalar_text(v, var.dtype, digits) for v in ends)
     return [
         ("course", line),
         ("first → last", f"{first} → {last}"),

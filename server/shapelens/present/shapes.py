@@ -1,14 +1,15 @@
 """The one place that writes a shape, a dtype or a device as text.
 
 Two spellings of a shape: ``compact`` for hints, tables and listings (``(4,1)``), and
-``python`` for sentences and TorchSnooper's log (``(4, 1)``, with named dims
-``(A=5, B=8)``). A 1-dim shape keeps its comma, as Python writes a 1-tuple: ``(4,)``.
+``python`` for sentences and TorchSnooper's log (``(4, 1)``). Either may name its dims:
+``(B=5, T=8)`` in hover, ``(B=5,T=8)`` or ``(B,T)`` in a hint. A 1-dim shape keeps its
+comma, as Python writes a 1-tuple: ``(4,)``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 DTYPE_ABBREVIATIONS = {
     "float32": "f32",
@@ -31,30 +32,40 @@ def shape_text(
     *,
     python: bool = False,
     names: Sequence[str | None] | None = None,
+    sizes: bool = True,
 ) -> str:
-    """``(4,1)``; with ``python``: ``(4, 1)``, and ``(A=5, B=8)`` when dims are named."""
+    """``(4,1)``; with ``python``: ``(4, 1)``. With ``names`` (one per dim, None where a dim
+    has none): ``(B=4,1)``, or ``(B,1)`` without ``sizes``."""
     if shape is None:
         return "(?)"
-    dims = [str(int(d)) for d in shape]
-    if names is not None:
-        dims = [d if n is None else f"{n}={d}" for d, n in zip(dims, names, strict=False)]
-    if len(dims) == 1:
-        return f"({dims[0]},)"
-    return "(" + (", " if python else ",").join(dims) + ")"
+    return joined_dims([str(int(d)) for d in shape], python, names, sizes)
 
 
 def ranged_shape_text(
-    ranges: Sequence[tuple[int, int]], names: Sequence[str | None] | None = None
+    ranges: Sequence[tuple[int, int]],
+    *,
+    python: bool = False,
+    names: Sequence[str | None] | None = None,
+    sizes: bool = True,
 ) -> str:
-    """``(2,1‥5,6)``: a shape whose dims varied, each varying dim as ``min‥max``; with
-    ``names``: ``(B=2, T=1‥5, C=6)``."""
+    """``(2,1‥5,6)``: a shape whose dims varied, each varying dim as ``min‥max``; named like
+    :func:`shape_text`: ``(B=2,T=1‥5,C=6)``."""
     dims = [str(lo) if lo == hi else f"{lo}‥{hi}" for lo, hi in ranges]
+    return joined_dims(dims, python, names, sizes)
+
+
+def joined_dims(
+    dims: Sequence[str], python: bool, names: Sequence[str | None] | None, sizes: bool
+) -> str:
+    """Dims already written (``4``, ``1‥5``) as one shape, each named as ``names`` says."""
     if names is not None:
-        dims = [d if n is None else f"{n}={d}" for d, n in zip(dims, names, strict=False)]
-        return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+        dims = [
+            d if n is None else f"{n}={d}" if sizes else n
+            for d, n in zip(dims, names, strict=False)
+        ]
     if len(dims) == 1:
         return f"({dims[0]},)"
-    return "(" + ",".join(dims) + ")"
+    return "(" + (", " if python else ",").join(dims) + ")"
 
 
 def alternatives_text(shapes: Sequence[Sequence[int]], limit: int = 3) -> str:
@@ -63,15 +74,26 @@ def alternatives_text(shapes: Sequence[Sequence[int]], limit: int = 3) -> str:
     return text + ("|…" if len(shapes) > limit else "")
 
 
-def number_text(value: float) -> str:
-    """``4``, ``0.001``, ``1.5``, ``True``, ``nan``: a Python number, 4 significant digits."""
+def number_text(value: float, digits: int = 4) -> str:
+    """``4``, ``0.001``, ``1.5``, ``True``, ``nan``: a Python number, 4 significant digits
+    (or ``digits``)."""
     if isinstance(value, (bool, int)):
         return str(value)
-    text = f"{value:.4g}"
+    text = f"{value:.{digits}g}"
     return text if any(c in text for c in ".enai") else f"{text}.0"  # 0.0 stays a float
 
 
-def scalar_text(value: float, dtype: str | None) -> str:
+def distinct_digits(values: Iterable[float]) -> int:
+    """The fewest significant digits, 4 or more, that write different values differently:
+    two clock readings a minute apart are both ``1.796e+09`` at 4."""
+    finite = {float(v) for v in values if math.isfinite(v)}
+    for digits in range(4, 17):
+        if len({f"{v:.{digits}g}" for v in finite}) == len(finite):
+            return digits
+    return 17  # a float's repr: always enough
+
+
+def scalar_text(value: float, dtype: str | None, digits: int = 4) -> str:
     """A 0-dim tensor's or array's value, read as a float: ``3`` and ``True`` when its dtype
     is an integer or bool one (a label, a class index, a mask), else like a number."""
     if dtype is not None and math.isfinite(value) and value == int(value):
@@ -79,12 +101,15 @@ def scalar_text(value: float, dtype: str | None) -> str:
             return str(bool(value))
         if dtype.startswith(("int", "uint")):
             return str(int(value))
-    return number_text(value)
+    return number_text(value, digits)
 
 
 def number_range_text(low: float, high: float) -> str:
-    """``0‥999``, or ``False‥True``."""
-    return f"{number_text(low)}‥{number_text(high)}"
+    """``0‥999``, ``False‥True``, ``0.1‥0.10002``: never two equal ends (equal values: one)."""
+    if low == high:
+        return number_text(low)
+    digits = distinct_digits((low, high))
+    return f"{number_text(low, digits)}‥{number_text(high, digits)}"
 
 
 SPARK_BARS = "▁▂▃▄▅▆▇█"

@@ -1,5 +1,6 @@
 """What a hint needs to know of the source around a line: the block that repeats it (the
-``def`` or loop it runs in), the scope it runs in, and the names it reads.
+``def`` or loop it runs in), the scope it runs in, the names it reads, and where its
+statement ends.
 
 Hints leave out what the enclosing block already says: a loop header shows ``×22`` once,
 and a line in its body that ran as often shows no count (``present.labels``)."""
@@ -48,6 +49,9 @@ class SourceBlocks:
     owner: dict[int, int] = field(default_factory=dict)
     """The ``class`` line each line of a method runs under (0: none): ``self.bias`` of one
     class is not another's."""
+    last_line: dict[int, int] = field(default_factory=dict)
+    """The last line of each simple statement (not a ``def``, loop, ``if``, ...), by its
+    first: a call spread over lines is read as one statement."""
 
     def block_of(self, line: int) -> Block:
         return self.enclosing.get(line, MODULE)
@@ -94,8 +98,11 @@ def _visit(
         elif isinstance(statement, ast.ClassDef):
             _visit(statement.body, block, scope, statement.lineno, blocks)
         else:
-            for child in _child_bodies(statement):
+            children = _child_bodies(statement)
+            for child in children:
                 _visit(child, block, scope, owner, blocks)
+            if not children:
+                blocks.last_line[statement.lineno] = end
 
 
 def _first_plain(body: Sequence[ast.stmt]) -> int | None:

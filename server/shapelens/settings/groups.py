@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from shapelens.settings.schema import described, setting
 
 HINT_FORMATS = ("compact", "full")
+DIM_NAMES = ("off", "names", "both")
 BACKENDS = ("auto", "settrace", "monitoring")
 
 
@@ -197,6 +198,21 @@ class HintSettings:
             "enclosing def or loop; equal shapes of one line merged (q k v (4,64,64)). Hover "
             "has the rest.",
             "Everything on every value: pred (4,1) f32 cpu grad ×10.",
+        ),
+    )
+    dim_names: str = setting(
+        "off",
+        flag="--dim-names",
+        key="dimNames",
+        choices=DIM_NAMES,
+        help="name a hint's dims after the variables that built them: off (default), names: "
+        "k (B,n_head,T,16), both: k (B=2,n_head=4,T=8,16); sizes where no name did",
+        description="Name the dims of a hint's shape after the variables that built them "
+        "(B, T, C = x.size(), self.n_head). Hover always names them.",
+        choice_help=(
+            "Sizes only: k (2,4,8,16).",
+            "Names where the run bound them, sizes elsewhere: k (B,n_head,T,16).",
+            "Names and sizes: k (B=2,n_head=4,T=8,16).",
         ),
     )
     coverage: bool = setting(

@@ -17,6 +17,7 @@ describe("readSettings", () => {
       "findings.broadcast": false,
       "findings.nonfinite": "yes",
       hintFormat: "full",
+      dimNames: "both",
       coverage: "yes",
     };
     const { settings, problems } = readSettings((key) => values[key]);
@@ -24,6 +25,7 @@ describe("readSettings", () => {
     expect(settings.maxHintLength).toBe(DEFAULTS.maxHintLength);
     expect(settings.timeout).toBeNull();
     expect(settings.hintFormat).toBe("full");
+    expect(settings.dimNames).toBe("both");
     expect(settings.coverage).toBe(false);
     expect(settings.extraArgs).toEqual(["--lr", "0.1"]);
     expect(settings.extraEnv).toEqual({});
@@ -48,6 +50,7 @@ describe("readSettings", () => {
         nonfiniteOnGpu: false,
         maxHintLength: 80,
         hintFormat: "compact",
+        dimNames: "off",
         coverage: false,
         scalarsOnGpu: false,
         traceDir: "traces",

@@ -9,7 +9,7 @@ from shapelens.lsp.features.lookup import binding_near
 from shapelens.lsp.features.text import end_of_line, line_text
 from shapelens.lsp.results import FileView
 from shapelens.present.dim_names import dim_names
-from shapelens.present.findings import SEVERITY_MARKS, finding_message, mentions
+from shapelens.present.findings import SEVERITY_MARKS, finding_detail, mentions
 from shapelens.present.markdown import var_table
 from shapelens.trace import TracedVar
 
@@ -53,9 +53,8 @@ def hover_for(
     for current, finding in view.findings:
         if current == findings_line or mentions(finding, word):
             mark = SEVERITY_MARKS.get(finding.severity, "ℹ")
-            sections.append(
-                f"{mark} **{finding.kind}** (line {current + 1}): {finding_message(finding)}"
-            )
+            where = f"(line {current + 1})"
+            sections.append(f"{mark} **{finding.kind}** {where}: {finding_detail(finding)}")
     if not sections:
         return None
     shape_only = view.results.shape_only
