@@ -25,12 +25,12 @@ from report import emit  # bench/ is on sys.path: these scripts run as files
 
 from shapelens.engine.backends import GATE_VARIABLE, TracingBackend, choose_backend, new_backend
 from shapelens.engine.findings import FindingsConfig
-from shapelens.engine.frame_events import FrameEvents
 from shapelens.engine.library_gate import built_gate
 from shapelens.engine.module_tree import ModuleTree
-from shapelens.engine.recorder import Recorder
+from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.source_map import SourceMaps
+from shapelens.engine.statement_recorder import StatementRecorder
 
 TRAINING = textwrap.dedent(
     """
@@ -87,8 +87,8 @@ def main() -> int:
         if not gate:
             os.environ[GATE_VARIABLE] = "0"  # plain sys.settrace (read when it is built)
         sources = SourceMaps()
-        events = FrameEvents(
-            scope=scope, recorder=Recorder(), findings=FindingsConfig(), sources=sources
+        events = StatementRecorder(
+            scope=scope, records=RunRecords(), findings=FindingsConfig(), sources=sources
         )
         engine: TracingBackend = new_backend(events)
         tree = ModuleTree(scope, sources)

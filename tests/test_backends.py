@@ -21,11 +21,11 @@ from shapelens.engine.backends import (
     new_backend,
 )
 from shapelens.engine.findings import FindingsConfig
-from shapelens.engine.frame_events import FrameEvents
 from shapelens.engine.library_gate import hooked
 from shapelens.engine.monitoring import MonitoringTracer
-from shapelens.engine.recorder import Recorder
+from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
+from shapelens.engine.statement_recorder import StatementRecorder
 from shapelens.engine.tracer import Tracer
 from shapelens.notebook.session import KernelSession
 from shapelens.snooping.recording import SnoopRecording
@@ -97,9 +97,9 @@ def test_restart_events_and_busy_tool_ids() -> None:
         for _ in range(n):
             value = np.ones(2)  # noqa: F841
 
-    recorder = Recorder()
+    records = RunRecords()
     scope = UserCodeScope(ScopeConfig(root=str(Path(__file__).parent), functions=("hot",)))
-    events = FrameEvents(scope=scope, recorder=recorder, findings=FindingsConfig())
+    events = StatementRecorder(scope=scope, records=records, findings=FindingsConfig())
     monitoring = sys.monitoring  # type: ignore[attr-defined]
     monitoring.use_tool_id(3, "someone else")  # tool 3 busy: we take the next one
     try:
@@ -110,9 +110,9 @@ def test_restart_events_and_busy_tool_ids() -> None:
             hot(20)
     finally:
         monitoring.free_tool_id(3)
-    [stats] = [s for s in recorder.all_stats if s.name == "value"]
+    [stats] = [s for s in records.all_stats if s.name == "value"]
     assert stats.hits <= 6  # re-disabled at once after the restart, not counted 40 times
-    assert recorder.sampled
+    assert records.sampled
     assert monitoring.get_tool(4) is None  # given back
 
 
@@ -153,9 +153,9 @@ def test_an_unknown_backend_is_refused() -> None:
         choose_backend("fastest")
 
 
-def _events(tmp_path: Path) -> FrameEvents:
+def _events(tmp_path: Path) -> StatementRecorder:
     scope = UserCodeScope(ScopeConfig(root=str(tmp_path)))
-    return FrameEvents(scope=scope, recorder=Recorder(), findings=FindingsConfig())
+    return StatementRecorder(scope=scope, records=RunRecords(), findings=FindingsConfig())
 
 
 def _running(backend: TracingBackend) -> BackendChoice:

@@ -16,7 +16,7 @@ import pytest
 import shapelens
 from shapelens.engine import values
 from shapelens.engine.findings.nonfinite import nonfinite_flags
-from shapelens.engine.recorder import Recorder
+from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.torch_compile import CompileControl
 from shapelens.lsp.settings import parse_settings
@@ -211,14 +211,14 @@ def test_only_the_programs_own_compile_calls_are_changed(
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     if torch_imported == "before":
         importlib.import_module("torch")
-    recorder = Recorder()
+    records = RunRecords()
     scope = UserCodeScope(ScopeConfig(root=str(tmp_path / "project")))
-    CompileControl(scope=scope, recorder=recorder, keep=keep).install()
+    CompileControl(scope=scope, records=records, keep=keep).install()
     torch = importlib.import_module("torch")
     assert torch.__file__ == str(site / "torch" / "__init__.py")
     calls = torch.calls
     torch.internal(len)  # torch compiling its own code: left alone, not the program's
-    assert calls == [{"fullgraph": True}] and recorder.compile_mode is None
+    assert calls == [{"fullgraph": True}] and records.compile_mode is None
     _user_code(
         tmp_path,
         "def f(x):\n    return x\n"
@@ -229,9 +229,9 @@ def test_only_the_programs_own_compile_calls_are_changed(
     )
     changed = {} if keep else {"disable": True}
     assert calls[1:] == [changed, {"mode": "max-autotune", **changed}, {"disable": True}]
-    assert recorder.compile_mode == ("compiled" if keep else "eager")
-    assert [m for m in recorder.drain() if m["t"] == "compile"] == [
-        {"t": "compile", "mode": recorder.compile_mode}
+    assert records.compile_mode == ("compiled" if keep else "eager")
+    assert [m for m in records.drain() if m["t"] == "compile"] == [
+        {"t": "compile", "mode": records.compile_mode}
     ]
 
 

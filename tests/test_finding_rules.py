@@ -1,5 +1,5 @@
 """A finding's rule runs alone, behind the one interface (``findings/rule.py``): what it
-observes in, the :class:`Finding` it makes out. No tracer, no recorder run, no torch
+observes in, the :class:`Finding` it makes out. No tracer, no records run, no torch
 (numpy operands); the finding's message is already the trace format's finding."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from shapelens.engine.findings.context import RunFacts
 from shapelens.engine.findings.finding import Finding, Operand
 from shapelens.engine.findings.nonfinite import NonfiniteRule, NonfiniteValue
 from shapelens.engine.findings.rule import Rule
-from shapelens.engine.recorder import Recorder
+from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.source_map import SourceMaps
 from shapelens.trace.codec import finding_from_json, finding_to_json
@@ -31,24 +31,24 @@ def scores(x, mask):
 """
 
 
-def _setup(tmp_path: Path) -> tuple[RunFacts, Recorder, str]:
+def _setup(tmp_path: Path) -> tuple[RunFacts, RunRecords, str]:
     file = str(tmp_path / "program.py")
     sources = SourceMaps()
     sources.put(file, SOURCE)
-    recorder = Recorder()
-    facts = RunFacts(recorder.origin_of, sources, UserCodeScope(ScopeConfig(root=str(tmp_path))))
-    return facts, recorder, file
+    records = RunRecords()
+    facts = RunFacts(records.origin_of, sources, UserCodeScope(ScopeConfig(root=str(tmp_path))))
+    return facts, records, file
 
 
-def _code_info(file: str, name: str, facts: RunFacts, recorder: Recorder) -> CodeInfo:
+def _code_info(file: str, name: str, facts: RunFacts, records: RunRecords) -> CodeInfo:
     module = compile(SOURCE, file, "exec")
     code = next(c for c in module.co_consts if getattr(c, "co_name", None) == name)
-    return CodeInfo(code, file, facts.sources.get(file), recorder)
+    return CodeInfo(code, file, facts.sources.get(file), records)
 
 
 def test_the_broadcast_rule_turns_an_op_into_a_finding(tmp_path: Path) -> None:
-    facts, recorder, file = _setup(tmp_path)
-    info = _code_info(file, "loss", facts, recorder)
+    facts, records, file = _setup(tmp_path)
+    info = _code_info(file, "loss", facts, records)
     site = next(s for s in info.op_sites[2] if s.op == "-")
     rule: Rule[OpRan] = BroadcastRule(facts)
     y, pred = np.zeros(4), np.zeros((4, 1))
@@ -76,10 +76,10 @@ def test_the_broadcast_rule_turns_an_op_into_a_finding(tmp_path: Path) -> None:
 
 
 def test_the_nonfinite_rule_tells_a_nan_from_a_mask(tmp_path: Path) -> None:
-    facts, recorder, file = _setup(tmp_path)
+    facts, records, file = _setup(tmp_path)
     rule: Rule[NonfiniteValue] = NonfiniteRule(facts, FindingsConfig())
     ratio = np.full(3, np.nan)
-    stats = recorder.new_stats(file, 6, "ratio", np.ndarray)
+    stats = records.new_stats(file, 6, "ratio", np.ndarray)
     stats.shape, stats.dtype, stats.hits = ratio.shape, ratio.dtype, 1
 
     [finding] = rule.observe(NonfiniteValue(stats=stats, value=ratio, state="NaN"))
@@ -95,15 +95,15 @@ def test_the_nonfinite_rule_tells_a_nan_from_a_mask(tmp_path: Path) -> None:
     assert finding.operands == (Operand(name="ratio", shape=(3,), dtype="float64", line=6),)
     # -inf put in by masked_fill is a mask, not a bug.
     masked = np.full(3, -np.inf)
-    stats = recorder.new_stats(file, 7, "masked", np.ndarray)
+    stats = records.new_stats(file, 7, "masked", np.ndarray)
     assert rule.observe(NonfiniteValue(stats=stats, value=masked, state="Inf")) == []
 
 
 def test_a_findings_message_is_the_trace_formats_finding(tmp_path: Path) -> None:
     """The child sends what the trace file holds: the parent's codec reads it back and
     writes it again unchanged (keys, order and values)."""
-    facts, recorder, file = _setup(tmp_path)
-    info = _code_info(file, "loss", facts, recorder)
+    facts, records, file = _setup(tmp_path)
+    info = _code_info(file, "loss", facts, records)
     site = next(s for s in info.op_sites[2] if s.op == "-")
     y, pred = np.zeros(4), np.zeros((4, 1))
     [finding] = BroadcastRule(facts).observe(

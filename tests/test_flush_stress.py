@@ -20,10 +20,10 @@ import pytest
 
 from shapelens.engine.backends import new_backend
 from shapelens.engine.findings import FindingsConfig
-from shapelens.engine.frame_events import FrameEvents
 from shapelens.engine.monitoring import MonitoringTracer
-from shapelens.engine.recorder import Recorder
+from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
+from shapelens.engine.statement_recorder import StatementRecorder
 from shapelens.trace import Trace, messages
 from shapelens.trace.builder import TraceBuilder
 
@@ -89,9 +89,9 @@ def traced_threads(folder: Path, backend: str) -> tuple[Trace, list[str], list[s
         path.write_text(WORK.format(k=k))
         files.append(str(path))
     workers = [_load(path, k) for k, path in enumerate(files)]
-    recorder = Recorder()
+    records = RunRecords()
     scope = UserCodeScope(ScopeConfig(root=str(folder)))
-    events = FrameEvents(scope=scope, recorder=recorder, findings=FindingsConfig())
+    events = StatementRecorder(scope=scope, records=records, findings=FindingsConfig())
     # Not adaptive: lines switched off would have estimated counts, not exact ones.
     engine = (
         new_backend(events, "settrace")
@@ -103,7 +103,7 @@ def traced_threads(folder: Path, backend: str) -> tuple[Trace, list[str], list[s
     done = threading.Event()
 
     def flush(last: bool = False) -> None:
-        for message in recorder.drain(last=last):
+        for message in records.drain(last=last):
             builder.accept(message)
             if message["t"] == messages.VARS:
                 wrong.extend(w for var in message["entries"] for w in whole(var))
@@ -159,28 +159,28 @@ def test_flushes_in_a_storm_of_thread_switches_send_whole_records_and_exact_tota
         assert a.shape == ((STEPS - 1) % 3 + 1, 2) and a.dtype == "float64"
 
 
-def loop_then_flush(recorder: Recorder, sent: list[messages.Message], steps: int) -> int:
+def loop_then_flush(records: RunRecords, sent: list[messages.Message], steps: int) -> int:
     for i in range(steps):
         a = np.zeros(i % 3 + 1)
-    sent.extend(recorder.drain())  # a flush after the loop's last hit, before the frame's end
+    sent.extend(records.drain())  # a flush after the loop's last hit, before the frame's end
     return len(a)
 
 
 def test_the_last_flush_sends_the_values_a_frames_end_read_without_a_hit() -> None:
     """A line skipped on its last hits is read once more when its frame ends, counting no
     hit: only the run's last flush can tell that its record changed."""
-    recorder = Recorder()
+    records = RunRecords()
     here = str(Path(__file__).parent)
     scope = UserCodeScope(ScopeConfig(root=here, functions=("loop_then_flush",)))
-    events = FrameEvents(scope=scope, recorder=recorder, findings=FindingsConfig())
+    events = StatementRecorder(scope=scope, records=records, findings=FindingsConfig())
     sent: list[messages.Message] = []
     with new_backend(events, "settrace"):
-        loop_then_flush(recorder, sent, 201)
+        loop_then_flush(records, sent, 201)
     (before,) = (
         var for m in sent if m["t"] == messages.VARS for var in m["entries"] if var.name == "a"
     )
     assert (before.hits, before.shape) == (201, [2])  # its last sampled read: i = 193
-    sent.extend(recorder.drain(last=True))
+    sent.extend(records.drain(last=True))
     (*_, after) = (
         var for m in sent if m["t"] == messages.VARS for var in m["entries"] if var.name == "a"
     )

@@ -20,10 +20,10 @@ import pytest
 
 from shapelens.engine.backends import new_backend
 from shapelens.engine.findings import FindingsConfig
-from shapelens.engine.frame_events import FrameEvents
 from shapelens.engine.library_gate import built_gate, hooked
-from shapelens.engine.recorder import Recorder
+from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
+from shapelens.engine.statement_recorder import StatementRecorder
 from shapelens.engine.tracer import Tracer
 
 from conftest import REPO, SAMPLES, line_of, normalised_trace, run_cli
@@ -257,9 +257,9 @@ def test_deep_recursion_falls_back_to_plain_settrace(tmp_path: Path) -> None:
 
 
 def _tracer(tmp_path: Path) -> Tracer:
-    events = FrameEvents(
+    events = StatementRecorder(
         scope=UserCodeScope(ScopeConfig(root=str(tmp_path))),
-        recorder=Recorder(),
+        records=RunRecords(),
         findings=FindingsConfig(),
     )
     return new_backend(events, "settrace")

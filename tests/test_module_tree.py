@@ -13,11 +13,11 @@ import pytest
 
 from shapelens.engine.backends import new_backend
 from shapelens.engine.findings import FindingsConfig
-from shapelens.engine.frame_events import FrameEvents
 from shapelens.engine.module_tree import ModuleTree
-from shapelens.engine.recorder import Recorder
+from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.source_map import SourceMaps
+from shapelens.engine.statement_recorder import StatementRecorder
 from shapelens.present.modules import count_text
 from shapelens.trace import trace_from_json
 from shapelens.trace.codec import SCHEMA_PATH
@@ -366,8 +366,8 @@ def test_a_flush_in_the_middle_of_a_module_call_never_sends_it_half_read_for_goo
     def call(module: Any) -> None:
         module(torch.ones(2, 3))
 
-    recorder = Recorder()
-    events = FrameEvents(scope=tree.scope, recorder=recorder, findings=FindingsConfig())
+    records = RunRecords()
+    events = StatementRecorder(scope=tree.scope, records=records, findings=FindingsConfig())
     tracer = new_backend(events, "settrace")
     tree.install(tracer, events)
     with tracer:

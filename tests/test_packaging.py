@@ -139,6 +139,7 @@ def test_the_wheel_installs_and_finds_the_seed_broadcast(tmp_path: Path) -> None
     shapelens = _installed(Path(sys.executable), wheel, tmp_path)
     _check(shapelens, "gate" if ON_311 else "monitoring", tmp_path)
 
+
 @pytest.mark.skipif(not ON_311, reason="the gate is built on CPython 3.11 only")
 def test_a_gate_that_cannot_build_says_so_loudly(tmp_path: Path) -> None:
     """No working C compiler: the install goes on without the gate under a banner (pip

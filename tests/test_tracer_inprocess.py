@@ -14,19 +14,19 @@ import pytest
 
 from shapelens.engine.backends import new_backend
 from shapelens.engine.findings import FindingsConfig
-from shapelens.engine.frame_events import FrameEvents
-from shapelens.engine.recorder import Recorder
+from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
+from shapelens.engine.statement_recorder import StatementRecorder
 from shapelens.engine.tracer import Tracer
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def make_tracer(function: str = "traced_function") -> tuple[Tracer, Recorder]:
-    recorder = Recorder()
+def make_tracer(function: str = "traced_function") -> tuple[Tracer, RunRecords]:
+    records = RunRecords()
     scope = UserCodeScope(ScopeConfig(root=HERE, functions=(function,)))
-    events = FrameEvents(scope=scope, recorder=recorder, findings=FindingsConfig())
-    return new_backend(events, "settrace"), recorder
+    events = StatementRecorder(scope=scope, records=records, findings=FindingsConfig())
+    return new_backend(events, "settrace"), records
 
 
 def traced_function(n: int) -> Any:
@@ -37,8 +37,8 @@ def traced_function(n: int) -> Any:
     return total
 
 
-def stats_of(recorder: Recorder, name: str) -> Any:
-    return next(s for s in recorder.all_stats if s.name == name)
+def stats_of(records: RunRecords, name: str) -> Any:
+    return next(s for s in records.all_stats if s.name == name)
 
 
 @pytest.fixture(autouse=True)
@@ -50,14 +50,14 @@ def no_tracer_leaks() -> Any:
 
 
 def test_restores_settrace_and_threading_trace() -> None:
-    tracer, recorder = make_tracer()
+    tracer, records = make_tracer()
     with tracer:
         assert sys.gettrace() is not None  # (on 3.11 the gate: off in the frames this calls)
         assert threading.gettrace() is not None
         traced_function(3)
     assert sys.gettrace() is None and sys.getprofile() is None
-    assert stats_of(recorder, "step").hits == 3
-    assert stats_of(recorder, "total").shape == (3,)
+    assert stats_of(records, "step").hits == 3
+    assert stats_of(records, "total").shape == (3,)
 
 
 def test_restores_on_error() -> None:
@@ -80,7 +80,7 @@ def test_chains_to_an_existing_tracer() -> None:
 
     sys.settrace(theirs)
     try:
-        tracer, recorder = make_tracer()
+        tracer, records = make_tracer()
         with tracer:
             traced_function(2)
         assert sys.gettrace() is theirs  # given back, not dropped
@@ -89,46 +89,46 @@ def test_chains_to_an_existing_tracer() -> None:
     first = traced_function.__code__.co_firstlineno
     # Both tracers saw every line: theirs (like debugpy's breakpoints) and ours.
     assert seen.count(first + 3) == 2
-    assert stats_of(recorder, "step").hits == 2
+    assert stats_of(records, "step").hits == 2
 
 
 def test_threads_started_by_user_code_are_traced() -> None:
-    tracer, recorder = make_tracer()
+    tracer, records = make_tracer()
     with tracer:
         worker = threading.Thread(target=traced_function, args=(4,))
         worker.start()
         worker.join()
-    assert stats_of(recorder, "step").hits == 4
+    assert stats_of(records, "step").hits == 4
 
 
 class ReadWhileFlushed:
     """An array whose shape, read last, is read while the child's flusher thread drains the
-    recorder: a thread switch there is rare but possible at any bytecode (a CI run lost a
+    records: a thread switch there is rare but possible at any bytecode (a CI run lost a
     loss's shape to one)."""
 
     dtype = np.dtype("float32")
 
-    def __init__(self, recorder: Recorder, sent: list[Any]) -> None:
-        self.recorder = recorder
+    def __init__(self, records: RunRecords, sent: list[Any]) -> None:
+        self.records = records
         self.sent = sent
 
     @property
     def shape(self) -> tuple[int, ...]:
-        self.sent.extend(self.recorder.drain())
+        self.sent.extend(self.records.drain())
         return (2, 3)
 
 
-def read_once(recorder: Recorder, sent: list[Any]) -> None:
-    value = ReadWhileFlushed(recorder, sent)
+def read_once(records: RunRecords, sent: list[Any]) -> None:
+    value = ReadWhileFlushed(records, sent)
     del value
 
 
 def test_a_flush_in_the_middle_of_a_read_never_sends_it_half_read_for_good() -> None:
-    tracer, recorder = make_tracer("read_once")
+    tracer, records = make_tracer("read_once")
     sent: list[Any] = []
     with tracer:
-        read_once(recorder, sent)
-    sent.extend(recorder.drain())  # the run's last flush
+        read_once(records, sent)
+    sent.extend(records.drain())  # the run's last flush
     latest = {(e.file, e.line, e.name): e for m in sent if m["t"] == "vars" for e in m["entries"]}
     (entry,) = (e for (_, _, name), e in latest.items() if name == "value")
     assert entry.shape == [2, 3] and entry.dtype == "float32" and entry.hits == 1

@@ -12,9 +12,9 @@ import pytest
 
 from shapelens.engine.backends import new_backend
 from shapelens.engine.findings import FindingsConfig
-from shapelens.engine.frame_events import FrameEvents
-from shapelens.engine.recorder import Recorder
+from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
+from shapelens.engine.statement_recorder import StatementRecorder
 
 from conftest import line_of, run_cli
 
@@ -65,9 +65,9 @@ def test_a_failing_import_shows_only_the_users_frames(script, tmp_path: Path) ->
 def test_the_import_hook_is_restored_also_on_error(tmp_path: Path) -> None:
     bootstrap = sys.modules["_frozen_importlib"]  # importlib._bootstrap
     original = bootstrap._find_and_load
-    events = FrameEvents(
+    events = StatementRecorder(
         scope=UserCodeScope(ScopeConfig(root=str(tmp_path))),
-        recorder=Recorder(),
+        records=RunRecords(),
         findings=FindingsConfig(),
     )
     tracer = new_backend(events, "settrace")

@@ -17,10 +17,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, overload
 
-from shapelens.engine.frame_events import FrameEvents
 from shapelens.engine.library_gate import built_gate, why_no_gate
 from shapelens.engine.module_tree import ReturnWatch
 from shapelens.engine.monitoring import MonitoringTracer
+from shapelens.engine.statement_recorder import StatementRecorder
 from shapelens.engine.tracer import Tracer
 from shapelens.settings.groups import BACKENDS
 
@@ -34,7 +34,7 @@ REQUESTS = BACKENDS
 
 class TracingBackend(ReturnWatch, Protocol):
     """A tracing backend: follows the frames of user code and reports their events to a
-    :class:`~shapelens.engine.frame_events.FrameEvents` recorder (and the returns of one
+    :class:`~shapelens.engine.statement_recorder.StatementRecorder` records (and the returns of one
     library code object to the module tree, as :class:`ReturnWatch`)."""
 
     def start(self) -> None:
@@ -80,18 +80,18 @@ def choose_backend(requested: str = "auto") -> BackendChoice:
 
 @overload
 def new_backend(
-    events: FrameEvents, requested: Literal["settrace"], *, sample_hits: int | None = None
+    events: StatementRecorder, requested: Literal["settrace"], *, sample_hits: int | None = None
 ) -> Tracer: ...
 
 
 @overload
 def new_backend(
-    events: FrameEvents, requested: str = "auto", *, sample_hits: int | None = None
+    events: StatementRecorder, requested: str = "auto", *, sample_hits: int | None = None
 ) -> TracingBackend: ...
 
 
 def new_backend(
-    events: FrameEvents, requested: str = "auto", *, sample_hits: int | None = None
+    events: StatementRecorder, requested: str = "auto", *, sample_hits: int | None = None
 ) -> TracingBackend:
     """The backend :func:`choose_backend` chooses, reporting to ``events``; ``sample_hits``:
     with sys.monitoring, a line's events stop after that many hits."""

@@ -1,4 +1,4 @@
-"""What the recorder and both tracing backends know about one code object of user code,
+"""What the statement recorder and both tracing backends know about one code object of user code,
 computed once: its statements, the names each statement stores, its def line, its yields,
 and the tables its lines record into."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import dis
 from types import CodeType
 
-from shapelens.engine.recorder import Recorder
+from shapelens.engine.run_records import RunRecords
 from shapelens.engine.source_map import Candidate, OpSite, SourceMap
 
 NO_STATEMENT = -1
@@ -33,7 +33,6 @@ class CodeInfo:
     __slots__ = (
         "arg_names",
         "broadcast_lines",
-        "capture_at",
         "counter_of",
         "def_line",
         "definitions",
@@ -47,6 +46,7 @@ class CodeInfo:
         "loop_exits",
         "loop_headers",
         "op_sites",
+        "read_at",
         "source",
         "stale",
         "statement_of",
@@ -58,7 +58,7 @@ class CodeInfo:
         "yield_offsets",
     )
 
-    def __init__(self, code: CodeType, file: str, source: SourceMap, recorder: Recorder) -> None:
+    def __init__(self, code: CodeType, file: str, source: SourceMap, records: RunRecords) -> None:
         self.file = file
         self.source = source
         self.statement_of = source.statement_of
@@ -70,8 +70,8 @@ class CodeInfo:
         count += bool(code.co_flags & _VARARGS) + bool(code.co_flags & _VARKEYWORDS)
         self.arg_names = code.co_varnames[:count]
         self.is_generator = bool(code.co_flags & _GENERATOR_FLAGS)
-        self.hits = recorder.hits_table(file)
-        self.stats = recorder.stats_table(file)
+        self.hits = records.hits_table(file)
+        self.stats = records.stats_table(file)
         stores, global_names, yield_offsets, lines = _scan(code, self.statement_of)
         # Attribute and subscript stores of this code's statements (`self.w = …`, `pe[i] = …`).
         self.target_stores: dict[int, frozenset[str]] = {}
@@ -90,9 +90,9 @@ class CodeInfo:
         self.unique_stores = frozenset(
             line for line, stored in stores.items() if all(owners[n] == 1 for n in stored)
         )
-        # Metadata sampling (see FrameEvents): the hit at which each statement is read next,
+        # Metadata sampling (see StatementRecorder): the hit at which each statement is read next,
         # and until which hit it is read on every hit.
-        self.capture_at: dict[int, int] = {}
+        self.read_at: dict[int, int] = {}
         self.dense_until: dict[int, int] = {}
         self.stale: set[int] = set()  # statements skipped since they were last read
         self.global_names = frozenset(global_names)
@@ -113,7 +113,7 @@ class CodeInfo:
             line: counter for line, counter in source.counter_of.items() if line in statements
         }
         self.loop_headers = source.loop_headers & statements
-        self.loop_exits = recorder.loop_exits_table(file)
+        self.loop_exits = records.loop_exits_table(file)
         # Statements whose line events are off: statement → the backend's re-arm generation
         # then (an event of the same generation is another line of the same statement).
         self.switched_off: dict[int, int] = {}

@@ -39,8 +39,8 @@ class Gate(Protocol):
 
 
 GateType = Callable[[dict[int, Any], Callable[[FrameType, str, Any], Any]], Gate]
-"""``_library_gate.Gate``: a gate over the recorder's code table and the Python global trace
-function."""
+"""``_library_gate.Gate``: a gate over the statement recorder's code table and the Python
+global trace function."""
 
 
 def built_gate() -> GateType | None:

@@ -1,5 +1,5 @@
 """The ``sys.monitoring`` backend (Python 3.12+): reports the same frame events as the
-settrace tracer to :class:`~shapelens.engine.frame_events.FrameEvents`, at a fraction of
+settrace tracer to :class:`~shapelens.engine.statement_recorder.StatementRecorder`, at a fraction of
 its cost.
 
 Only user code objects get LINE/PY_RETURN/PY_YIELD events (``set_local_events``); every other
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
 
-from shapelens.engine.frame_events import DENSE_HITS, NO_STATEMENT, FrameEvents
+from shapelens.engine.statement_recorder import DENSE_HITS, NO_STATEMENT, StatementRecorder
 
 TOOL_IDS = (3, 4, 5)
 REARM_INTERVAL_S = 0.2
@@ -27,10 +27,10 @@ REARM_INTERVAL_S = 0.2
 
 
 class MonitoringTracer:
-    """Drives a :class:`FrameEvents` recorder from ``sys.monitoring`` events."""
+    """Drives a :class:`StatementRecorder` recorder from ``sys.monitoring`` events."""
 
     def __init__(
-        self, events: FrameEvents, *, sample_hits: int | None = None, adaptive: bool = True
+        self, events: StatementRecorder, *, sample_hits: int | None = None, adaptive: bool = True
     ) -> None:
         self.events = events
         self.sample_hits = sample_hits

@@ -1,9 +1,9 @@
 """Reading values into records: the names a statement stored, read from its frame, each
-value's metadata recorded into its :class:`~shapelens.engine.recorder.VarStats`.
+value's metadata recorded into its :class:`~shapelens.engine.run_records.VarStats`.
 
 Only metadata is read (type, shape, dtype, device, ``requires_grad``, ``grad_fn``), plus
 the value of a scalar (a loss) for its history; no user code runs (attributes through
-``values.safe_attribute``). :class:`~shapelens.engine.frame_events.FrameEvents` decides
+``values.safe_attribute``). :class:`~shapelens.engine.statement_recorder.StatementRecorder` decides
 when a statement is read (sampling); this module only reads.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 from shapelens.engine import values
 from shapelens.engine.code_info import CodeInfo
-from shapelens.engine.recorder import MAX_SHAPES, Recorder, VarStats
+from shapelens.engine.run_records import MAX_SHAPES, RunRecords, VarStats
 
 _MISSING = object()
 
@@ -26,10 +26,10 @@ frame and code whose statement stored it, None for a returned value); whether it
 
 
 class Reader:
-    """Reads values into the records of one :class:`Recorder`."""
+    """Reads values into the records of one :class:`RunRecords`."""
 
-    def __init__(self, recorder: Recorder) -> None:
-        self.recorder = recorder
+    def __init__(self, records: RunRecords) -> None:
+        self.records = records
         self.scalars_on_gpu = False
         """Read 0-dim GPU tensors for their course (each read synchronises the device)."""
         self.check_value: CheckValue | None = None
@@ -117,14 +117,14 @@ class Reader:
         if kind == values.NUMBER and name == "_":
             return False  # the throwaway name (`for _ in range(n)`) says nothing
         # Read first, record after: reading may run Python code (a fake tensor's shape), which
-        # must never run under the recorder's lock; recording runs none, and holds the lock
+        # must never run under the run records' lock; recording runs none, and holds the lock
         # the flusher thread drains under, so a record is never sent half-updated.
         seen = None if kind == values.NUMBER else _metadata(value, kind, self.scalars_on_gpu)
-        with self.recorder.lock:
+        with self.records.lock:
             stats = table.get(name)
             changed = stats is None or stats.type is not tp
             if stats is None:
-                stats = table[name] = self.recorder.new_stats(info.file, line, name, tp)
+                stats = table[name] = self.records.new_stats(info.file, line, name, tp)
                 stats.is_argument = argument
             stats.type = tp
             hit = stats.hits + 1 if not counted or stats.hits == 0 else stats.hits

@@ -30,7 +30,7 @@ from types import CodeType, FrameType, FunctionType, ModuleType
 from typing import Any, Literal
 
 from shapelens.engine.after_import import AfterImport
-from shapelens.engine.recorder import Recorder
+from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import UserCodeScope
 
 CompileMode = Literal["eager", "compiled"]
@@ -83,12 +83,12 @@ class CompileControl:
         self,
         *,
         scope: UserCodeScope,
-        recorder: Recorder,
+        records: RunRecords,
         keep: bool,
         callbacks: Sequence[Callable[..., Any]] = (),
     ) -> None:
         self.scope = scope
-        self.recorder = recorder
+        self.records = records
         self.keep = keep
         self.callbacks = list(callbacks)
         """Callbacks outside the engine (the runner's, the log's), kept out of dynamo too."""
@@ -129,7 +129,7 @@ class CompileControl:
             ):
                 if not self.keep:
                     kwargs["disable"] = True
-                self.recorder.compile_mode = "compiled" if self.keep else "eager"
+                self.records.compile_mode = "compiled" if self.keep else "eager"
             return original(*args, **kwargs)
 
         patched.__shapelens__ = True  # type: ignore[attr-defined]

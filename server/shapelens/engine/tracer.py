@@ -1,7 +1,7 @@
 """The ``sys.settrace`` backend, chained to any tracer already installed (debugpy, coverage).
 
 For each frame of user code its local tracer keeps the statement that is running and
-reports to :class:`~shapelens.engine.frame_events.FrameEvents` when the frame moves to
+reports to :class:`~shapelens.engine.statement_recorder.StatementRecorder` when the frame moves to
 another statement, returns or yields, or sees an exception; the recording is done there.
 """
 
@@ -13,8 +13,8 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
 
-from shapelens.engine.frame_events import NO_STATEMENT, CodeInfo, FrameEvents
 from shapelens.engine.library_gate import Gate, GateType
+from shapelens.engine.statement_recorder import NO_STATEMENT, CodeInfo, StatementRecorder
 from shapelens.engine.untraced_imports import UntracedImports
 
 TraceFunction = Callable[[FrameType, str, Any], Any]
@@ -24,13 +24,13 @@ _MISSING = object()
 
 
 class Tracer:
-    """Drives a :class:`FrameEvents` recorder from ``sys.settrace`` events.
+    """Drives a :class:`StatementRecorder` recorder from ``sys.settrace`` events.
 
     ``gate``: the C gate's type where the backend's choice says to use it
     (:func:`~shapelens.engine.backends.choose_backend`); it is used when nothing traced
     before ``start()`` (a debugger's tracer is chained to instead)."""
 
-    def __init__(self, events: FrameEvents, *, gate: GateType | None) -> None:
+    def __init__(self, events: StatementRecorder, *, gate: GateType | None) -> None:
         self.events = events
         self._gate_type = gate
         self._codes = events.codes

@@ -15,10 +15,10 @@ from dataclasses import dataclass, replace
 
 from shapelens.engine.backends import TracingBackend, new_backend
 from shapelens.engine.findings import FindingsConfig
-from shapelens.engine.frame_events import FrameEvents
-from shapelens.engine.recorder import Recorder, VarStats
+from shapelens.engine.run_records import RunRecords, VarStats
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.source_map import SourceMaps
+from shapelens.engine.statement_recorder import StatementRecorder
 from shapelens.trace.builder import TraceBuilder
 from shapelens.trace.codec import write_trace
 from shapelens.trace.model import CellSource, ExceptionInfo, Finding, Trace, TracedLine
@@ -51,12 +51,12 @@ class ActiveCell:
         sources: Mapping[str, str],
         born: Sequence[VarStats],
     ) -> None:
-        self.recorder = Recorder(earlier=born)
+        self.records = RunRecords(earlier=born)
         code_sources = SourceMaps()
         for name, text in sources.items():
             code_sources.put(name, text)
-        self.events = FrameEvents(
-            scope=scope, recorder=self.recorder, findings=findings, sources=code_sources
+        self.events = StatementRecorder(
+            scope=scope, records=self.records, findings=findings, sources=code_sources
         )
         self.engine: TracingBackend = new_backend(self.events)
         self.started = time.perf_counter()
@@ -69,7 +69,7 @@ class ActiveCell:
         self.events.conclude(error)
         builder = TraceBuilder(argv=[])
         builder.python = ".".join(map(str, sys.version_info[:3]))
-        for message in self.recorder.drain():
+        for message in self.records.drain():
             builder.accept(message)
         trace = builder.build(duration_s=duration, returncode=0, outcome=None)
         if error is None:
@@ -139,7 +139,7 @@ class KernelSession:
         trace = active.finish(error, self.scope)
         self._born = [
             stats
-            for stats in (*self._born, *active.recorder.all_stats)
+            for stats in (*self._born, *active.records.all_stats)
             if stats.ref is not None and stats.ref() is not None
         ]
         cell = CellSource(

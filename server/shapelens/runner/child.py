@@ -25,13 +25,13 @@ from typing import NoReturn
 
 from shapelens.debug import PYDEVD_PLUGIN_ROOT
 from shapelens.engine.backends import BackendUnavailable, TracingBackend, new_backend
-from shapelens.engine.frame_events import FrameEvents
 from shapelens.engine.module_tree import ModuleTree
-from shapelens.engine.recorder import Recorder
+from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.shape_only import STATUS as STOP_STATUS
 from shapelens.engine.shape_only import ShapeOnly, stop_reason
 from shapelens.engine.source_map import SourceMaps
+from shapelens.engine.statement_recorder import StatementRecorder
 from shapelens.engine.torch_compile import CompileControl
 from shapelens.runner.contract import ChildConfig
 from shapelens.runner.protocol import FrameWriter
@@ -47,7 +47,7 @@ class ChildRun:
         self._on_stopped = on_stopped
         self._real_exit: Callable[[int], NoReturn] = os._exit
         self.writer = FrameWriter(config.channel_fd)
-        self.recorder = Recorder()
+        self.records = RunRecords()
         always = (os.path.abspath(config.target),) if config.mode == "script" else ()
         scope = UserCodeScope(
             ScopeConfig(
@@ -60,8 +60,8 @@ class ChildRun:
         )
         self.scope = scope
         self.sources = SourceMaps()
-        self.events = FrameEvents(
-            scope=scope, recorder=self.recorder, findings=config.findings, sources=self.sources
+        self.events = StatementRecorder(
+            scope=scope, records=self.records, findings=config.findings, sources=self.sources
         )
         self.events.op_watch.enabled = not config.keep_compile
         self.events.scalars_on_gpu = config.scalars_on_gpu
@@ -73,7 +73,7 @@ class ChildRun:
             self.fail(f"--backend {err}")
         self.compile = CompileControl(
             scope=scope,
-            recorder=self.recorder,
+            records=self.records,
             keep=config.keep_compile,
             callbacks=(ChildRun._patched_exit, ChildRun._forked),  # called from user code
         )
@@ -85,7 +85,7 @@ class ChildRun:
     # -- channel -----------------------------------------------------------------------
     def flush(self, *, last: bool = False) -> None:
         with self._flush_lock:
-            for message in self.recorder.drain(last=last):
+            for message in self.records.drain(last=last):
                 self.writer.send(message)
             tree = self.modules.drain()
             if tree is not None:

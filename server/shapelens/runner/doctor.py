@@ -80,7 +80,7 @@ def probe(python: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
 
 
 def writable(folder: str) -> str:
-    """"writable", "writable (created on first use)", or why not."""
+    """ "writable", "writable (created on first use)", or why not."""
     existing = Path(folder)
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent

@@ -13,9 +13,9 @@ from typing import Any
 
 from shapelens.engine.backends import new_backend
 from shapelens.engine.findings import FindingsConfig
-from shapelens.engine.frame_events import FrameEvents
-from shapelens.engine.recorder import Recorder
+from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
+from shapelens.engine.statement_recorder import StatementRecorder
 from shapelens.engine.tracer import TraceFunction
 from shapelens.trace import write_trace
 from shapelens.trace.builder import TraceBuilder
@@ -32,10 +32,10 @@ class SnoopRecording:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.recorder = Recorder()
+        self.records = RunRecords()
         # Snooped code is user code by definition: the scope's filters are not consulted.
         scope = UserCodeScope(ScopeConfig(root=os.getcwd()))
-        events = FrameEvents(scope=scope, recorder=self.recorder, findings=FindingsConfig())
+        events = StatementRecorder(scope=scope, records=self.records, findings=FindingsConfig())
         # pysnooper's sys.settrace function picks the frames and hands us their events: the
         # settrace backend's local tracers follow them (it is never started itself).
         self.tracer = new_backend(events, "settrace")
@@ -64,7 +64,7 @@ class SnoopRecording:
     def write(self) -> None:
         with self._lock:
             self._last_write = time.monotonic()
-            for message in self.recorder.drain():
+            for message in self.records.drain():
                 self._builder.accept(message)
             trace = self._builder.build(
                 duration_s=time.monotonic() - self._started, returncode=0, outcome=None

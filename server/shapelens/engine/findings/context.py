@@ -13,7 +13,7 @@ from typing import Any
 from shapelens.engine import values
 from shapelens.engine.code_info import CodeInfo
 from shapelens.engine.findings.finding import Operand
-from shapelens.engine.recorder import VarStats
+from shapelens.engine.run_records import VarStats
 from shapelens.engine.scope import UserCodeScope
 from shapelens.engine.source_map import SourceMaps
 
@@ -27,7 +27,7 @@ OriginOf = Callable[[Any], "VarStats | None"]
 
 
 class RunFacts:
-    """Where values were born (the recorder's records) and the program's sources."""
+    """Where values were born (the run's records) and the program's sources."""
 
     def __init__(self, origin_of: OriginOf, sources: SourceMaps, scope: UserCodeScope) -> None:
         self.origin_of = origin_of

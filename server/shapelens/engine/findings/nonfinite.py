@@ -24,7 +24,7 @@ from shapelens.engine.code_info import CodeInfo
 from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.findings.context import RunFacts, inputs_of
 from shapelens.engine.findings.finding import Finding, Operand
-from shapelens.engine.recorder import VarStats
+from shapelens.engine.run_records import VarStats
 
 
 class NonfiniteValue:

@@ -4,7 +4,7 @@ A rule is handed what it observes of the running program (a non-finite value rea
 about to run or an op it ran, a library warning, an exception), each kind of observation a
 small record of its own module, and answers with the findings it makes of it. Deciding
 when to observe (sampling, the op watch, which exception ends the run) and recording the
-findings stays with the engine (``engine/frame_events.py``), so a rule runs alone in a
+findings stays with the engine (``engine/statement_recorder.py``), so a rule runs alone in a
 test: observation in, :class:`Finding` out.
 """
 

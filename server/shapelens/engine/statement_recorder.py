@@ -1,16 +1,17 @@
-"""The recorder of frame events, driven by both tracing backends (``sys.settrace`` in
+"""The statement recorder, driven by both tracing backends (``sys.settrace`` in
 :mod:`shapelens.engine.tracer`, ``sys.monitoring`` in :mod:`shapelens.engine.monitoring`).
 
 A backend follows each frame of user code and reports what happens to it: a call started
-(:meth:`FrameEvents.enter_call`), a statement started (:meth:`FrameEvents.statement_started`,
-called only when the frame moves to another statement), the frame returned or yielded
-(:meth:`FrameEvents.frame_returned`), an exception was raised in it
-(:meth:`FrameEvents.exception_raised`). When a statement is over, the names it stored are
-read from the frame and their metadata recorded on its line: only stored names are read, so
-the cost per event does not grow with the number of locals or iterations (the reading
-itself: :mod:`shapelens.engine.reading`). The findings that need the running program
-(non-finite values, broadcasts, library warnings, shape and dtype errors) are observed here
-too, so both backends record the same things; each kind's rule is in ``findings/<kind>.py``.
+(:meth:`StatementRecorder.enter_call`), a statement started
+(:meth:`StatementRecorder.statement_started`, called only when the frame moves to another
+statement), the frame returned or yielded (:meth:`StatementRecorder.frame_returned`), an
+exception was raised in it (:meth:`StatementRecorder.exception_raised`). When a statement is
+over, the names it stored are read from the frame and their metadata recorded on its line:
+only stored names are read, so the cost per event does not grow with the number of locals or
+iterations (the reading itself: :mod:`shapelens.engine.reading`). The findings that need the
+running program (non-finite values, broadcasts, library warnings, shape and dtype errors)
+are observed here too, so both backends record the same things; each kind's rule is in
+``findings/<kind>.py``.
 
 Hits are always counted exactly. Reading values (the costly part: the frame's locals and
 each tensor's metadata) is sampled per statement: every hit for its first
@@ -40,11 +41,11 @@ from shapelens.engine.findings.nonfinite import NonfiniteRule, NonfiniteValue
 from shapelens.engine.findings.op_watch import OpWatch
 from shapelens.engine.findings.rule import Rule
 from shapelens.engine.reading import Reader
-from shapelens.engine.recorder import Recorder, VarStats
+from shapelens.engine.run_records import RunRecords, VarStats
 from shapelens.engine.scope import UserCodeScope
 from shapelens.engine.source_map import SourceMaps
 
-__all__ = ["NO_STATEMENT", "CodeInfo", "FrameEvents"]
+__all__ = ["NO_STATEMENT", "CodeInfo", "StatementRecorder"]
 
 _MISSING = object()
 
@@ -55,20 +56,20 @@ SAMPLE_GAP = 13
 of any shorter period, such as alternating shapes, are still all seen)."""
 
 
-class FrameEvents:
-    """Records per-line tensor metadata of user code into a :class:`Recorder`, from the
+class StatementRecorder:
+    """Records per-line tensor metadata of user code into a :class:`RunRecords`, from the
     frame events a tracing backend reports."""
 
     def __init__(
         self,
         *,
         scope: UserCodeScope,
-        recorder: Recorder,
+        records: RunRecords,
         findings: FindingsConfig,
         sources: SourceMaps | None = None,
     ) -> None:
         self.scope = scope
-        self.recorder = recorder
+        self.records = records
         self.findings = findings
         self.sources = sources or SourceMaps()
         self.codes: dict[int, CodeInfo | None] = {}
@@ -78,9 +79,9 @@ class FrameEvents:
         4 µs for a torch function on 3.12; the codes are kept alive, so no id is reused."""
         self._seen_codes: list[CodeType] = []
         self.op_watch = OpWatch(self._on_op)
-        self._reader = Reader(recorder)
+        self._reader = Reader(records)
         self._read_names = self._reader.read_names
-        facts = RunFacts(recorder.origin_of, self.sources, scope)
+        facts = RunFacts(records.origin_of, self.sources, scope)
         self._nonfinite = NonfiniteRule(facts, findings)
         self._broadcast: Rule[LineStarting | OpRan] = BroadcastRule(facts)
         self._library_warnings: Rule[Warned] = LibraryWarningRule(facts)
@@ -90,7 +91,7 @@ class FrameEvents:
         self._last_exception: tuple[int, type] | None = None
         self._pending_errors: list[tuple[tuple[int, type], list[Finding]]] = []
         self._warnings = WarningListener(self._on_warning)
-        self._watched: dict[int, tuple[CodeInfo, int, dict[str, int]]] = {}
+        self._op_statements: dict[int, tuple[CodeInfo, int, dict[str, int]]] = {}
         """Frames whose statement the op watch follows: (code, statement, ops seen per op)."""
         self._news_listeners: list[Callable[[], None]] = []
         self.statement_started = self._statement_hook()
@@ -144,7 +145,7 @@ class FrameEvents:
 
     def _code_info(self, code: CodeType, file: str) -> CodeInfo | None:
         try:
-            return CodeInfo(code, file, self.sources.get(file), self.recorder)
+            return CodeInfo(code, file, self.sources.get(file), self.records)
         except Exception:
             return None  # code we cannot analyse is left untraced, never an error
 
@@ -163,8 +164,8 @@ class FrameEvents:
         what ``previous`` stored, count the hit, check broadcasts. Returns the statement's hit
         count (0 for a def or class line, which counts calls). Backends call it on nearly
         every line event, so it is a closure that reads no attributes of ``self``."""
-        watched = self._watched
-        end_watch = self._end_watch
+        watched = self._op_statements
+        end_op_statement = self._end_op_statement
         read = self._read
         check_broadcast = self._check_broadcast
 
@@ -172,13 +173,13 @@ class FrameEvents:
             frame: FrameType, info: CodeInfo, previous: int, statement: int
         ) -> int:
             if watched:
-                end_watch(frame)
+                end_op_statement(frame)
             hits = info.hits
             stores = info.stores
             if previous in stores:
                 hit = hits.get(previous, 0)
                 # _read's unread branch, inline: this runs on nearly every line event.
-                if hit < info.capture_at.get(previous, 0):  # not sampled: only count it
+                if hit < info.read_at.get(previous, 0):  # not sampled: only count it
                     table = info.stats.get(previous)
                     if table:
                         for name, stats in table.items():
@@ -225,8 +226,8 @@ class FrameEvents:
     ) -> None:
         """``frame`` returned ``value`` (or yielded it, and will resume at the same statement)
         while running statement ``previous``."""
-        if self._watched:
-            self._end_watch(frame)
+        if self._op_statements:
+            self._end_op_statement(frame)
         if not yielded and previous in info.loop_headers:
             info.loop_exits[previous] = info.loop_exits.get(previous, 0) + 1
         if not yielded and previous in info.stores:
@@ -246,8 +247,8 @@ class FrameEvents:
     def exception_raised(self, frame: FrameType, info: CodeInfo, exc: BaseException | None) -> None:
         """``exc`` was raised in ``frame`` (or passes through it): its running statement did
         not complete. Explains a shape or dtype error, reported if the run ends with it."""
-        if self._watched:
-            self._end_watch(frame)
+        if self._op_statements:
+            self._end_op_statement(frame)
         # Exceptions can't be weakly referenced and a strong reference would keep their
         # frames alive, so they are recognised by id and type.
         key = (id(exc), type(exc))
@@ -289,22 +290,22 @@ class FrameEvents:
         counter = info.counter_of.get(statement)
         if counter is None or count <= DENSE_HITS or statement in info.loop_headers:
             return False
-        if statement in info.stores and info.capture_at.get(statement, 0) <= count + 1:
+        if statement in info.stores and info.read_at.get(statement, 0) <= count + 1:
             return False  # read on its next hits: something changed lately
         info.switched_off[statement] = generation
-        self.recorder.switch_off(info.file, statement, counter)
+        self.records.switch_off(info.file, statement, counter)
         return True
 
     def switch_on(self, info: CodeInfo, statement: int) -> None:
         """The backend reports ``statement`` again (re-armed): the estimate becomes its count,
         and its values are read on this hit."""
         del info.switched_off[statement]
-        self.recorder.switch_on(info.file, statement)
-        info.capture_at[statement] = 0
+        self.records.switch_on(info.file, statement)
+        info.read_at[statement] = 0
 
     def mark_sampled(self, info: CodeInfo, statement: int) -> None:
         """The backend stops reporting ``statement`` (sampling): its counts are lower bounds."""
-        self.recorder.mark_sampled(info.file, statement)
+        self.records.mark_sampled(info.file, statement)
 
     def conclude(self, exc: BaseException | None) -> None:
         """The run ended with ``exc``: report the mismatch finding it caused, if any."""
@@ -335,7 +336,7 @@ class FrameEvents:
     ) -> None:
         """Statement ``line`` completed its ``hit``-th hit: read what it stored, or only count
         it when this hit is not sampled."""
-        if hit < info.capture_at.get(line, 0):
+        if hit < info.read_at.get(line, 0):
             table = info.stats.get(line)
             if table:
                 for name, stats in table.items():
@@ -349,7 +350,7 @@ class FrameEvents:
             for listener in self._news_listeners:
                 listener()
         dense = hit < info.dense_until.get(line, DENSE_HITS)
-        info.capture_at[line] = hit + 1 if dense else hit + SAMPLE_GAP
+        info.read_at[line] = hit + 1 if dense else hit + SAMPLE_GAP
 
     def _rarely_called(self, info: CodeInfo) -> bool:
         return info.hits.get(info.def_line, 0) <= DENSE_HITS
@@ -365,7 +366,7 @@ class FrameEvents:
     # -- findings: what each rule observes, and its findings recorded ------------------
     def _add(self, found: list[Finding]) -> None:
         for finding in found:
-            self.recorder.add_finding(finding.to_message())
+            self.records.add_finding(finding.to_message())
 
     def _check_value(
         self, stats: VarStats, value: Any, kind: int, frame: FrameType | None, info: CodeInfo | None
@@ -391,16 +392,16 @@ class FrameEvents:
             if self._report_broadcast(info, line, self._broadcast.observe(seen)):
                 return
         if line in info.op_sites and self.op_watch.begin(frame):
-            self._watched[id(frame)] = (info, line, {})
+            self._op_statements[id(frame)] = (info, line, {})
 
-    def _end_watch(self, frame: FrameType) -> None:
+    def _end_op_statement(self, frame: FrameType) -> None:
         """The watched statement of ``frame`` is over (next statement, return, raise)."""
-        if self._watched.pop(id(frame), None) is not None:
+        if self._op_statements.pop(id(frame), None) is not None:
             self.op_watch.end(frame)
 
     def _on_op(self, frame: FrameType, op: str, left: Any, right: Any, result: Any) -> None:
         """An elementwise torch op, called by a watched statement, with its real operands."""
-        entry = self._watched.get(id(frame))
+        entry = self._op_statements.get(id(frame))
         if entry is None:
             return
         info, line, counts = entry
@@ -417,7 +418,7 @@ class FrameEvents:
         if not found:
             return False
         info.broadcast_lines.discard(line)  # one finding per line is enough
-        if not self.recorder.has_finding("broadcast", info.file, line):
+        if not self.records.has_finding("broadcast", info.file, line):
             self._add(found)
         return True
 

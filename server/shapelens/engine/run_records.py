@@ -168,7 +168,7 @@ class VarStats:
         )
 
 
-class Recorder:
+class RunRecords:
     """All stats of one run, plus findings; hands out deltas for the channel.
 
     The program's threads record, and the child's flusher thread drains at any moment.
