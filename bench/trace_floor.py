@@ -24,13 +24,13 @@ import torch
 from report import emit  # bench/ is on sys.path: these scripts run as files
 
 from shapelens.engine.backends import GATE_VARIABLE, TracingBackend, choose_backend, new_backend
-from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.library_gate import built_gate
 from shapelens.engine.module_tree import ModuleTree
 from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.source_map import SourceMaps
 from shapelens.engine.statement_recorder import StatementRecorder
+from shapelens.settings.groups import FindingsConfig
 
 TRAINING = textwrap.dedent(
     """

@@ -20,7 +20,6 @@ from shapelens.engine.backends import (
     choose_backend,
     new_backend,
 )
-from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.library_gate import hooked
 from shapelens.engine.monitoring import MonitoringTracer
 from shapelens.engine.run_records import RunRecords
@@ -28,6 +27,7 @@ from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.statement_recorder import StatementRecorder
 from shapelens.engine.tracer import Tracer
 from shapelens.notebook.session import KernelSession
+from shapelens.settings.groups import FindingsConfig
 from shapelens.snooping.recording import SnoopRecording
 
 from conftest import SAMPLES, line_of, normalised_trace, run_cli

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from shapelens.engine.findings import FindingsConfig
 from shapelens.runner.contract import NO_FD, ChildConfig, ChildConfigError, RunRequest
+from shapelens.settings.groups import FindingsConfig
 
 # Every field of a request is either told to the child (as this field of its configuration)
 # or handled by the parent alone: a new field must be put in one of the two.

@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 
 from shapelens.engine.code_info import CodeInfo
-from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.findings.broadcast import BroadcastRule, OpRan
 from shapelens.engine.findings.context import RunFacts
 from shapelens.engine.findings.finding import Finding, Operand
@@ -18,6 +17,7 @@ from shapelens.engine.findings.rule import Rule
 from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.source_map import SourceMaps
+from shapelens.settings.groups import FindingsConfig
 from shapelens.trace.codec import finding_from_json, finding_to_json
 
 SOURCE = """\

@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 from shapelens.engine.backends import new_backend
-from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.monitoring import MonitoringTracer
 from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.statement_recorder import StatementRecorder
+from shapelens.settings.groups import FindingsConfig
 from shapelens.trace import Trace, messages
 from shapelens.trace.builder import TraceBuilder
 

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 
 from shapelens.engine.backends import new_backend
-from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.library_gate import built_gate, hooked
 from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.statement_recorder import StatementRecorder
 from shapelens.engine.tracer import Tracer
+from shapelens.settings.groups import FindingsConfig
 
 from conftest import REPO, SAMPLES, line_of, normalised_trace, run_cli
 

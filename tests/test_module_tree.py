@@ -12,13 +12,13 @@ import jsonschema
 import pytest
 
 from shapelens.engine.backends import new_backend
-from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.module_tree import ModuleTree
 from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.source_map import SourceMaps
 from shapelens.engine.statement_recorder import StatementRecorder
 from shapelens.present.modules import count_text
+from shapelens.settings.groups import FindingsConfig
 from shapelens.trace import trace_from_json
 from shapelens.trace.codec import SCHEMA_PATH
 

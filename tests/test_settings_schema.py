@@ -14,12 +14,17 @@ from typing import Any
 import pytest
 
 import shapelens.cli.main as cli
-from shapelens.engine.findings import FindingsConfig
 from shapelens.lsp.settings import Settings, parse_settings
 from shapelens.runner.contract import RunRequest
 from shapelens.runner.launcher import UsageError
 from shapelens.settings.export import REPOSITORY_MANIFEST, configuration, write
-from shapelens.settings.groups import HintSettings, NotebookSettings, RunSettings, TracingOptions
+from shapelens.settings.groups import (
+    FindingsConfig,
+    HintSettings,
+    NotebookSettings,
+    RunSettings,
+    TracingOptions,
+)
 from shapelens.settings.schema import settings_of
 
 REPOSITORY = Path(__file__).resolve().parents[1]

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from shapelens.engine.backends import new_backend
-from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.statement_recorder import StatementRecorder
 from shapelens.engine.tracer import Tracer
+from shapelens.settings.groups import FindingsConfig
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from shapelens.engine.backends import new_backend
-from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.statement_recorder import StatementRecorder
+from shapelens.settings.groups import FindingsConfig
 
 from conftest import line_of, run_cli
 

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 
 from shapelens import __version__
 from shapelens.cli.doctor import add_doctor, doctor
-from shapelens.engine.findings import FindingsConfig
 from shapelens.present.labels import HintStyle
 from shapelens.present.listing import render_listing
 from shapelens.present.modules import modules_table
@@ -23,6 +22,7 @@ from shapelens.runner.launcher import RunResult, UsageError, run_traced
 from shapelens.settings.cli import add_flags, read_flags
 from shapelens.settings.groups import (
     DistributedOptions,
+    FindingsConfig,
     HintSettings,
     ListingOptions,
     RunSettings,

@@ -31,7 +31,6 @@ from types import CodeType, FrameType
 from typing import Any
 
 from shapelens.engine.code_info import NO_STATEMENT, CodeInfo
-from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.findings.broadcast import BroadcastRule, LineStarting, OpRan
 from shapelens.engine.findings.context import RunFacts
 from shapelens.engine.findings.finding import Finding
@@ -44,6 +43,7 @@ from shapelens.engine.reading import Reader
 from shapelens.engine.run_records import RunRecords, VarStats
 from shapelens.engine.scope import UserCodeScope
 from shapelens.engine.source_map import SourceMaps
+from shapelens.settings.groups import FindingsConfig
 
 __all__ = ["NO_STATEMENT", "CodeInfo", "StatementRecorder"]
 

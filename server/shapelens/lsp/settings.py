@@ -7,10 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from shapelens.engine.findings import FindingsConfig
 from shapelens.present.labels import HintStyle
 from shapelens.settings.client import read_client
-from shapelens.settings.groups import HintSettings, NotebookSettings, RunSettings
+from shapelens.settings.groups import FindingsConfig, HintSettings, NotebookSettings, RunSettings
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from shapelens.engine.backends import TracingBackend, new_backend
-from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.run_records import RunRecords, VarStats
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.source_map import SourceMaps
 from shapelens.engine.statement_recorder import StatementRecorder
+from shapelens.settings.groups import FindingsConfig
 from shapelens.trace.builder import TraceBuilder
 from shapelens.trace.codec import write_trace
 from shapelens.trace.model import CellSource, ExceptionInfo, Finding, Trace, TracedLine

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from shapelens.engine.findings import FindingsConfig
+from shapelens.settings.groups import FindingsConfig
 
 NO_FD = -1
 """A descriptor not set yet: the runner that makes the pipes sets it."""

@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from shapelens.engine import values
-from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.findings.nonfinite import nonfinite_flags
 from shapelens.engine.values import dtype_name
 from shapelens.present.shapes import shape_text
+from shapelens.settings.groups import FindingsConfig
 
 DEFAULT_PROPERTIES = ("shape", "dtype", "device", "requires_grad", "has_nan", "has_inf")
 _FINDINGS = FindingsConfig()

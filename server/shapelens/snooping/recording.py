@@ -12,11 +12,11 @@ from types import FrameType
 from typing import Any
 
 from shapelens.engine.backends import new_backend
-from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.statement_recorder import StatementRecorder
 from shapelens.engine.tracer import TraceFunction
+from shapelens.settings.groups import FindingsConfig
 from shapelens.trace import write_trace
 from shapelens.trace.builder import TraceBuilder
 

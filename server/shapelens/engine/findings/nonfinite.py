@@ -21,10 +21,10 @@ from typing import Any
 
 from shapelens.engine import values
 from shapelens.engine.code_info import CodeInfo
-from shapelens.engine.findings import FindingsConfig
 from shapelens.engine.findings.context import RunFacts, inputs_of
 from shapelens.engine.findings.finding import Finding, Operand
 from shapelens.engine.run_records import VarStats
+from shapelens.settings.groups import FindingsConfig
 
 
 class NonfiniteValue:
