@@ -146,3 +146,23 @@ def test_the_traced_child_loads_only_its_own_side() -> None:
     assert "shapelens.settings.groups" in loaded
     assert not loaded & parent_side
     assert not {m for m in loaded if m.startswith(("shapelens.present", "shapelens.lsp"))}
+
+
+MAX_MODULE_LINES = 500
+MAX_FUNCTION_LINES = 80
+
+
+def test_modules_and_functions_stay_small() -> None:
+    """One responsibility per module and per function: none grows past these sizes (a module
+    that does is split by what it holds, a function by the steps it takes)."""
+    too_long: list[str] = []
+    for name, path in sorted(_modules().items()):
+        source = path.read_text(encoding="utf-8")
+        if (lines := source.count("\n")) > MAX_MODULE_LINES:
+            too_long.append(f"{name}: {lines} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    too_long.append(f"{name}.{node.name}: {length} lines")
+    assert not too_long, "too long: " + "; ".join(too_long)
