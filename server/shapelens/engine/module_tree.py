@@ -26,6 +26,7 @@ each ``Module.__call__``'s call event under ``sys.settrace``). Estimated counts 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from types import CodeType, FrameType, ModuleType
 from typing import Any, Protocol
@@ -97,6 +98,10 @@ class ModuleTree:
         self.sources = sources
         self._stats: dict[int, ModuleStats] = {}
         self._changed = False
+        self._lock = threading.RLock()
+        """Held while a call is recorded and while :meth:`drain` reads the tree, so the child's
+        flusher thread never sends a call half-recorded (re-entrant: a read may run code
+        that drains, as a test does)."""
         self._layout: Layout | None = None
         """(stats, path) in tree order; worked out again when a new module was called."""
         self._tensor: type = type(None)  # torch.Tensor, once torch is imported
@@ -138,6 +143,10 @@ class ModuleTree:
 
     def returned(self, frame: FrameType, output: Any) -> None:
         """A ``Module._wrapped_call_impl`` frame returned ``output`` (a trace callback)."""
+        with self._lock:
+            self._record_call(frame, output)
+
+    def _record_call(self, frame: FrameType, output: Any) -> None:
         local = frame.f_locals
         module = local.get("self")
         args = local.get("args")
@@ -168,7 +177,7 @@ class ModuleTree:
                 stats.estimated -= 1  # estimated already
         stats.calls += 1
         new_run = observe_call(stats, args, output, self._tensor)
-        self._changed = True  # after the call is in place: the flusher thread sends on it
+        self._changed = True
         if new_run:
             self._run += 1  # another run begins
             self._members = self._settled = 0
@@ -281,6 +290,10 @@ class ModuleTree:
     # -- sending -------------------------------------------------------------------------
     def drain(self) -> messages.Message | None:
         """The whole tree when a call happened since the last drain, else None."""
+        with self._lock:
+            return self._tree()
+
+    def _tree(self) -> messages.Message | None:
         if not self._changed and not self._quiet:
             return None
         self._changed = False
