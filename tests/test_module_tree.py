@@ -22,7 +22,7 @@ from shapelens.present.modules import count_text
 from shapelens.trace import trace_from_json
 from shapelens.trace.codec import SCHEMA_PATH
 
-from conftest import line_of, run_cli
+from conftest import line_of, need, run_cli
 
 HERE = str(Path(__file__).parent)
 
@@ -79,7 +79,7 @@ for step, length in enumerate([5, 3, 7]):
 
 
 def test_the_cli_records_and_prints_the_module_tree(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    pytest.importorskip("torch")
+    need("torch")
     model = script(MODEL, "model.py")
     script(MAIN)
     run = run_cli("--modules", "main.py", cwd=tmp_path, timeout=180)
@@ -178,7 +178,7 @@ def test_module_calls_are_seen_without_changing_how_torch_calls_them(  # type: i
 
 def _needs(backend: str) -> None:
     """Skip unless torch and the tracing backend are here."""
-    pytest.importorskip("torch")
+    need("torch")
     if backend == "monitoring" and not hasattr(sys, "monitoring"):
         pytest.skip("sys.monitoring needs Python 3.12+")
 
@@ -196,7 +196,7 @@ def test_counts_read_at_a_glance() -> None:
 async def test_the_language_server_returns_the_tree_and_lenses(lsp) -> None:  # type: ignore[no-untyped-def]
     from lsprotocol import types
 
-    pytest.importorskip("torch")
+    need("torch")
     model, model_uri = lsp.write("model.py", MODEL)
     path, uri = lsp.write("main.py", MAIN)
     lsp.open(path)
@@ -331,7 +331,7 @@ def test_a_long_run_keeps_every_shape_and_counts_its_calls(  # type: ignore[no-u
 def test_a_slot_tells_what_is_new() -> None:
     """A batch size inside the ranges seen is nothing new; a wider one, another number of
     dims, dtype or device is (the tree watches every call again after it)."""
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     from shapelens.engine.module_tree import TensorSlot
 
     slot = TensorSlot()
@@ -349,7 +349,7 @@ def test_a_slot_tells_what_is_new() -> None:
 def test_a_flush_in_the_middle_of_a_module_call_never_sends_it_half_read_for_good() -> None:
     """The child's flusher thread may drain the tree at any bytecode, also while a call's
     tensors are being read: the call is sent again once it is whole."""
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     tree = ModuleTree(UserCodeScope(ScopeConfig(root=HERE, functions=("call",))), SourceMaps())
     sent: list[Any] = []
 
