@@ -24,6 +24,8 @@ from shapelens.trace.codec import SCHEMA_PATH, trace_from_json, trace_to_json
 
 from conftest import Run, line_of, need, run_cli
 
+pytestmark = pytest.mark.backend
+
 PACKAGE_DIR = str(Path(shapelens.__file__).resolve().parent)
 
 # A tiny model, compiled, trained for a few steps. `scale` is allowed into the graph:

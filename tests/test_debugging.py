@@ -10,11 +10,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from dap_client import DapClient
 
 from shapelens.debug.inline_values import EXPRESSION, parse
 
 from conftest import line_of, need
+
+pytestmark = pytest.mark.backend
 
 debugpy = need("debugpy")
 

@@ -16,6 +16,8 @@ import pytest
 
 from conftest import IN_CI, line_of, run_cli
 
+pytestmark = pytest.mark.backend
+
 HAS_TORCH = IN_CI or importlib.util.find_spec("torch") is not None
 """Without torch the DataLoader half is left out, except in CI, where torch is required."""
 BACKENDS = ["auto", "settrace"] if sys.version_info >= (3, 12) else ["auto"]

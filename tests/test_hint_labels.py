@@ -13,6 +13,8 @@ from shapelens.trace import TracedVar, trace_from_json
 
 from conftest import line_of, need, run_cli
 
+pytestmark = pytest.mark.backend
+
 GROWING = """
 import numpy as np
 

@@ -24,6 +24,8 @@ from shapelens.trace.codec import SCHEMA_PATH
 
 from conftest import line_of, need, run_cli
 
+pytestmark = pytest.mark.backend
+
 HERE = str(Path(__file__).parent)
 
 BLOCK = """

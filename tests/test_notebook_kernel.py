@@ -19,6 +19,8 @@ from shapelens.trace.codec import load_trace
 
 from conftest import need
 
+pytestmark = pytest.mark.backend
+
 nbformat = need("nbformat")
 nbclient = need("nbclient")
 need("torch")

@@ -8,6 +8,8 @@ import pytest
 
 from conftest import line_of, run_cli
 
+pytestmark = pytest.mark.backend
+
 PRELUDE = """
 import numpy as np
 before = np.zeros((3, 2))

@@ -11,6 +11,8 @@ import pytest
 
 from conftest import line_of, need, run_cli
 
+pytestmark = pytest.mark.backend
+
 torch = need("torch")
 
 MONITORING = sys.version_info >= (3, 12)

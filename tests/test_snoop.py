@@ -14,6 +14,8 @@ import pytest
 
 from conftest import need
 
+pytestmark = pytest.mark.backend
+
 torch = need("torch")
 import numpy as np  # noqa: E402
 

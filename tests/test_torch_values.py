@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from conftest import line_of, need, run_cli
+
+pytestmark = pytest.mark.backend
 
 need("torch")
 

@@ -18,6 +18,8 @@ from shapelens.engine.recorder import Recorder
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.tracer import Tracer
 
+pytestmark = pytest.mark.backend
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 

@@ -18,6 +18,8 @@ from shapelens.engine.tracer import Tracer
 
 from conftest import line_of, need, run_cli
 
+pytestmark = pytest.mark.backend
+
 torch = need("torch")
 
 
