@@ -14,7 +14,7 @@ OTHER_PYTHON_VERSIONS := 3.12.1 3.13.0
 EXTRA_PYTHONS ?= $(foreach v,$(OTHER_PYTHON_VERSIONS),$(PYENV_ROOT)/versions/$(v)/bin/python)
 TORCH_PIN := torch==2.13.0
 
-.PHONY: install run test test-installs lint typecheck pytest other-venvs pytest-other-pythons bench clean extension extension-unit bundle-python vsix e2e-tools e2e
+.PHONY: install run test test-installs lint typecheck pytest other-venvs-torch other-venvs pytest-other-pythons bench clean extension extension-unit bundle-python vsix e2e-tools e2e
 
 install: $(VENV)/.installed
 
@@ -51,17 +51,31 @@ typecheck: install
 pytest: install
 	$(PY) -m pytest -q
 
-# .venv312, .venv313 (named by version) with torch: a missing interpreter fails.
+# .venv312, .venv313 (named by version) with torch: a missing interpreter fails. torch,
+# the big download, goes into them side by side with everything else; the editable
+# installs, which write server/shapelens.egg-info, one after another after .venv's.
 venv_of = .venv$$($(1) -c 'import sys; print("%d%d" % sys.version_info[:2])')
-other-venvs:
+other-venvs-torch:
 	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then exit 0; fi; \
+	installs=; \
 	for interpreter in $(EXTRA_PYTHONS); do \
 	  if [ ! -x $$interpreter ]; then \
 	    echo "make test needs $$interpreter (pyenv install $(OTHER_PYTHON_VERSIONS)), or EXTRA_PYTHONS=..., or SKIP_OTHER_PYTHONS=1" >&2; exit 1; \
 	  fi; \
 	  venv=$(call venv_of,$$interpreter); \
 	  if [ ! $$venv/.installed -nt pyproject.toml ]; then \
-	    $$interpreter -m venv $$venv && $$venv/bin/python -m pip install -q $(TORCH_PIN) -e ".[test]" && touch $$venv/.installed; \
+	    ( $$interpreter -m venv $$venv && $$venv/bin/python -m pip install -q $(TORCH_PIN) ) & \
+	    installs="$$installs $$!"; \
+	  fi; \
+	done; \
+	for install in $$installs; do wait $$install; done
+
+other-venvs: other-venvs-torch install
+	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then exit 0; fi; \
+	for interpreter in $(EXTRA_PYTHONS); do \
+	  venv=$(call venv_of,$$interpreter); \
+	  if [ ! $$venv/.installed -nt pyproject.toml ]; then \
+	    $$venv/bin/python -m pip install -q $(TORCH_PIN) -e ".[test]" && touch $$venv/.installed; \
 	  fi; \
 	done
 
