@@ -14,7 +14,7 @@ OTHER_PYTHON_VERSIONS := 3.12.1 3.13.0
 EXTRA_PYTHONS ?= $(foreach v,$(OTHER_PYTHON_VERSIONS),$(PYENV_ROOT)/versions/$(v)/bin/python)
 TORCH_PIN := torch==2.13.0
 
-.PHONY: install run test test-installs lint typecheck pytest other-venvs-torch other-venvs pytest-other-pythons bench clean extension extension-unit bundle-python vsix e2e-tools e2e
+.PHONY: install run test test-installs lint typecheck pytest other-venvs-torch other-venvs pytest-other-pythons pytest-monitoring pytest-backend-subset bench clean extension extension-unit bundle-python vsix e2e-tools e2e
 
 install: $(VENV)/.installed
 
@@ -30,13 +30,14 @@ run: install
 	$(VENV)/bin/shapelens run examples/seed_linear_fit.py
 
 # About 15 minutes on 2 cores from a fresh clone. Side by side where that is free: the
-# installs (mostly downloads), then the 3.11 suite next to the other interpreters' (each is
-# mostly one traced child at a time, so two keep both cores busy), then the end-to-end test
-# alone (a browser driving code-server). --output-sync keeps each part's output together.
+# installs (mostly downloads); then the suites two at a time (each is mostly one traced
+# child at a time, so two keep both cores busy): 3.12's whole suite next to 3.11's, then
+# 3.13's backend tests and the extension's unit tests; then the end-to-end test alone (a
+# browser driving code-server). --output-sync keeps each part's output together.
 test:
 	$(MAKE) test-installs
 	$(MAKE) lint typecheck
-	$(MAKE) -j2 --output-sync=target pytest pytest-other-pythons extension-unit
+	$(MAKE) -j2 --output-sync=target pytest-monitoring pytest pytest-backend-subset extension-unit
 	$(MAKE) e2e
 
 test-installs:
@@ -86,14 +87,21 @@ other-venvs: other-venvs-torch install
 # sees the program (line and call events, frames and their locals, imports, debugpy,
 # notebook kernels, snoop). The rest (language server, presentation, trace format, CLI
 # options, distributed and shape-only runs, the corpus) does not change with the backend.
-pytest-other-pythons: other-venvs
-	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then echo "== SKIP_OTHER_PYTHONS set: 3.12/3.13 not tested"; exit 0; fi; \
-	selection=; \
-	for interpreter in $(EXTRA_PYTHONS); do \
+pytest-other-pythons: pytest-monitoring pytest-backend-subset
+
+pytest-monitoring: other-venvs
+	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then echo "== SKIP_OTHER_PYTHONS set: 3.12 not tested"; exit 0; fi; \
+	set -- $(EXTRA_PYTHONS); venv=$(call venv_of,$$1); \
+	echo "== tests under $$($$venv/bin/python --version): the whole suite"; \
+	$$venv/bin/python -m pytest -q
+
+pytest-backend-subset: other-venvs
+	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then echo "== SKIP_OTHER_PYTHONS set: 3.13 not tested"; exit 0; fi; \
+	set -- $(EXTRA_PYTHONS); shift; \
+	for interpreter in "$$@"; do \
 	  venv=$(call venv_of,$$interpreter); \
-	  echo "== tests under $$($$venv/bin/python --version): $${selection:-the whole suite}"; \
-	  $$venv/bin/python -m pytest -q $$selection; \
-	  selection="-m backend"; \
+	  echo "== tests under $$($$venv/bin/python --version): those marked backend"; \
+	  $$venv/bin/python -m pytest -q -m backend; \
 	done
 
 bench: install
