@@ -25,6 +25,10 @@ from shapelens.trace.codec import SCHEMA_PATH
 from conftest import line_of, need, run_cli
 
 pytestmark = pytest.mark.backend
+BACKENDS = ["monitoring"] if sys.version_info >= (3, 12) else ["settrace"]
+"""The backend `make test` runs the whole suite with on this interpreter: sys.settrace (and
+its gate, which records the module tree as plain sys.settrace does: test_library_gate) on
+3.11, sys.monitoring on 3.12+. Plain sys.settrace on 3.12+ would repeat 3.11's runs."""
 
 HERE = str(Path(__file__).parent)
 
@@ -158,13 +162,13 @@ print("global hooks:", len(torch_module._global_forward_hooks), file=sys.stderr)
 """
 
 
-@pytest.mark.parametrize("backend", ["settrace", "monitoring"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_module_calls_are_seen_without_changing_how_torch_calls_them(  # type: ignore[no-untyped-def]
     script, tmp_path: Path, backend: str
 ) -> None:
     """No global hook of ours sends every module call down torch's slower path; a call that
     raised is not counted, and a user's hook that replaces the result is what came out."""
-    _needs(backend)
+    need("torch")
     script(WATCHED)
     run = run_cli("--backend", backend, "main.py", cwd=tmp_path, timeout=120)
     assert run.returncode == 0, run.stderr
@@ -178,11 +182,6 @@ def test_module_calls_are_seen_without_changing_how_torch_calls_them(  # type: i
     assert modules["Linear"]["outputs"][0]["dim_ranges"] == [[1, 3], [2, 2]]
 
 
-def _needs(backend: str) -> None:
-    """Skip unless torch and the tracing backend are here."""
-    need("torch")
-    if backend == "monitoring" and not hasattr(sys, "monitoring"):
-        pytest.skip("sys.monitoring needs Python 3.12+")
 
 
 def test_counts_read_at_a_glance() -> None:
@@ -283,7 +282,7 @@ with torch.no_grad():
 """
 
 
-@pytest.mark.parametrize("backend", ["settrace", "monitoring"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_long_run_keeps_every_shape_and_counts_its_calls(  # type: ignore[no-untyped-def]
     script, tmp_path: Path, backend: str
 ) -> None:
@@ -293,7 +292,7 @@ def test_a_long_run_keeps_every_shape_and_counts_its_calls(  # type: ignore[no-u
     the loop that calls the model: within 1% for the modules every step calls (usually
     exact), within 2% for the blocks only some steps reach (their calls per step are measured on the
     short stretches the tree watched)."""
-    _needs(backend)
+    need("torch")
     script(LONG_MODEL, "model.py")
     script(LONG_TRAINING)
     run = run_cli("--backend", backend, "--modules", "main.py", cwd=tmp_path, timeout=240)
@@ -399,13 +398,13 @@ for start, stop in spans(len(data), 8, longer_at=3200):
 """
 
 
-@pytest.mark.parametrize("backend", ["settrace", "monitoring"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_quiet_tree_wakes_before_a_module_gets_a_new_shape(  # type: ignore[no-untyped-def]
     script, tmp_path: Path, backend: str
 ) -> None:
     """One 20-row batch among 500 of 8, in a tensor no user line stores: only the module
     call itself can show it, and the quiet tree checks calls before they run."""
-    _needs(backend)
+    need("torch")
     script(UNREAD_SHAPE)
     run = run_cli("--backend", backend, "--modules", "main.py", cwd=tmp_path, timeout=180)
     assert run.returncode == 0, run.stderr
@@ -436,13 +435,13 @@ print("done", tuple(y.size()))
 """
 
 
-@pytest.mark.parametrize("backend", ["settrace", "monitoring"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_tensor_that_cannot_be_read_never_fails_the_program(  # type: ignore[no-untyped-def]
     script, tmp_path: Path, backend: str
 ) -> None:
     """The quiet tree's check runs before each module call, inside a trace callback: what
     it cannot read must not raise into the user's program."""
-    _needs(backend)
+    need("torch")
     script(ODD_TENSOR)
     run = run_cli("--backend", backend, "--modules", "main.py", cwd=tmp_path, timeout=120)
     assert run.returncode == 0, run.stderr
