@@ -29,11 +29,11 @@ $(VENV)/.installed: pyproject.toml setup.py server/shapelens/engine/_library_gat
 run: install
 	$(VENV)/bin/shapelens run examples/seed_linear_fit.py
 
-# About 15 minutes on 2 cores from a fresh clone. Side by side where that is free: the
-# installs (mostly downloads); then the suites two at a time (each is mostly one traced
-# child at a time, so two keep both cores busy): 3.12's whole suite next to 3.11's, then
-# 3.13's backend tests and the extension's unit tests; then the end-to-end test alone (a
-# browser driving code-server). --output-sync keeps each part's output together.
+# On 2 cores from a fresh clone, side by side where that is free: the installs (mostly
+# downloads); then the suites two at a time (each is mostly one traced child at a time, so
+# two keep both cores busy): 3.12's whole suite next to 3.11's, then 3.13's backend tests
+# and the extension's unit tests; then the end-to-end test alone (a browser driving
+# code-server). --output-sync keeps each part's output together.
 test:
 	$(MAKE) test-installs
 	$(MAKE) lint typecheck
