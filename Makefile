@@ -6,14 +6,15 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $$HOME/.pyenv)
-# The 3.12+ code paths (sys.monitoring) are tested with torch on these interpreters too.
-# Without pyenv: EXTRA_PYTHONS="/path/to/python3.12 /path/to/python3.13" make test;
+# The 3.12+ code paths (sys.monitoring) are tested with torch on these interpreters too
+# (pytest-other-pythons says what each runs). Without pyenv:
+# EXTRA_PYTHONS="/path/to/python3.12 /path/to/python3.13" make test;
 # SKIP_OTHER_PYTHONS=1 skips them (say so when you report a green run).
 OTHER_PYTHON_VERSIONS := 3.12.1 3.13.0
 EXTRA_PYTHONS ?= $(foreach v,$(OTHER_PYTHON_VERSIONS),$(PYENV_ROOT)/versions/$(v)/bin/python)
 TORCH_PIN := torch==2.13.0
 
-.PHONY: install run test lint typecheck pytest pytest-other-pythons bench clean extension extension-unit bundle-python vsix e2e-tools e2e
+.PHONY: install run test test-installs lint typecheck pytest other-venvs-torch other-venvs pytest-other-pythons pytest-monitoring pytest-backend-subset bench clean extension extension-unit bundle-python vsix e2e-tools e2e
 
 install: $(VENV)/.installed
 
@@ -28,7 +29,19 @@ $(VENV)/.installed: pyproject.toml setup.py server/shapelens/engine/_library_gat
 run: install
 	$(VENV)/bin/shapelens run examples/seed_linear_fit.py
 
-test: install lint typecheck pytest pytest-other-pythons extension-unit e2e
+# On 2 cores from a fresh clone, side by side where that is free: the installs (mostly
+# downloads); then the suites two at a time (each is mostly one traced child at a time, so
+# two keep both cores busy): 3.12's whole suite next to 3.11's, then 3.13's backend tests
+# and the extension's unit tests; then the end-to-end test alone (a browser driving
+# code-server). --output-sync keeps each part's output together.
+test:
+	$(MAKE) test-installs
+	$(MAKE) lint typecheck
+	$(MAKE) -j2 --output-sync=target pytest-monitoring pytest pytest-backend-subset extension-unit
+	$(MAKE) e2e
+
+test-installs:
+	$(MAKE) -j4 --output-sync=target install other-venvs node_modules/.installed e2e-tools
 
 lint: install
 	$(VENV)/bin/ruff check server tests bench examples
@@ -39,20 +52,56 @@ typecheck: install
 pytest: install
 	$(PY) -m pytest -q
 
-# The whole suite again under Python 3.12 and 3.13, with torch: a missing interpreter fails.
-pytest-other-pythons:
-	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then echo "== SKIP_OTHER_PYTHONS set: 3.12/3.13 not tested"; exit 0; fi; \
+# .venv312, .venv313 (named by version) with torch: a missing interpreter fails. torch,
+# the big download, goes into them side by side with everything else; the editable
+# installs, which write server/shapelens.egg-info, one after another after .venv's.
+venv_of = .venv$$($(1) -c 'import sys; print("%d%d" % sys.version_info[:2])')
+other-venvs-torch:
+	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then exit 0; fi; \
+	installs=; \
 	for interpreter in $(EXTRA_PYTHONS); do \
 	  if [ ! -x $$interpreter ]; then \
 	    echo "make test needs $$interpreter (pyenv install $(OTHER_PYTHON_VERSIONS)), or EXTRA_PYTHONS=..., or SKIP_OTHER_PYTHONS=1" >&2; exit 1; \
 	  fi; \
-	  version=$$($$interpreter -c 'import sys; print("%d%d" % sys.version_info[:2])'); \
-	  venv=.venv$$version; \
+	  venv=$(call venv_of,$$interpreter); \
 	  if [ ! $$venv/.installed -nt pyproject.toml ]; then \
-	    $$interpreter -m venv $$venv && $$venv/bin/python -m pip install -q $(TORCH_PIN) -e ".[test]" && touch $$venv/.installed; \
+	    ( $$interpreter -m venv $$venv && $$venv/bin/python -m pip install -q $(TORCH_PIN) ) & \
+	    installs="$$installs $$!"; \
 	  fi; \
-	  echo "== tests under $$($$venv/bin/python --version)"; \
-	  $$venv/bin/python -m pytest -q; \
+	done; \
+	for install in $$installs; do wait $$install; done
+
+other-venvs: other-venvs-torch install
+	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then exit 0; fi; \
+	for interpreter in $(EXTRA_PYTHONS); do \
+	  venv=$(call venv_of,$$interpreter); \
+	  if [ ! $$venv/.installed -nt pyproject.toml ]; then \
+	    $$venv/bin/python -m pip install -q $(TORCH_PIN) -e ".[test]" && touch $$venv/.installed; \
+	  fi; \
+	done
+
+# Every tracing backend meets every feature once: 3.11 (`pytest`) runs the whole suite with
+# sys.settrace and the C gate, the first of EXTRA_PYTHONS (3.12) the whole suite with
+# sys.monitoring. The later ones (3.13: sys.monitoring again, on a newer CPython) run the
+# tests marked `backend` (pyproject.toml): those whose outcome depends on how the tracer
+# sees the program (line and call events, frames and their locals, imports, debugpy,
+# notebook kernels, snoop). The rest (language server, presentation, trace format, CLI
+# options, distributed and shape-only runs, the corpus) does not change with the backend.
+pytest-other-pythons: pytest-monitoring pytest-backend-subset
+
+pytest-monitoring: other-venvs
+	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then echo "== SKIP_OTHER_PYTHONS set: 3.12 not tested"; exit 0; fi; \
+	set -- $(EXTRA_PYTHONS); venv=$(call venv_of,$$1); \
+	echo "== tests under $$($$venv/bin/python --version): the whole suite"; \
+	$$venv/bin/python -m pytest -q
+
+pytest-backend-subset: other-venvs
+	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then echo "== SKIP_OTHER_PYTHONS set: 3.13 not tested"; exit 0; fi; \
+	set -- $(EXTRA_PYTHONS); shift; \
+	for interpreter in "$$@"; do \
+	  venv=$(call venv_of,$$interpreter); \
+	  echo "== tests under $$($$venv/bin/python --version): those marked backend"; \
+	  $$venv/bin/python -m pytest -q -m backend; \
 	done
 
 # Every script adds its table to bench/results/latest.md; docs/speed.md shows the report.

@@ -2,22 +2,41 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
 from shapelens.present.findings import finding_message, related_locations
+from shapelens.runner.warm import WarmRunner
 from shapelens.trace.codec import finding_from_json
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
+IN_CI = bool(os.environ.get("CI"))
+"""CI (``CI`` set) installs everything the suite needs: there a missing requirement fails."""
+
+
+def need(module: str) -> ModuleType:
+    """``module``, imported. Without it the test (or, called at module level, the file) is
+    skipped here, but fails in CI, so that a broken install cannot pass as skips."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        if IN_CI:
+            pytest.fail(f"CI runs every test, and {module} does not import: {err}", pytrace=False)
+        pytest.skip(f"needs {module}", allow_module_level=True)
 
 
 @dataclass
@@ -115,6 +134,22 @@ def run_cli(
     )
     trace = json.loads(trace_path.read_text()) if trace_path.exists() else None
     return Run(process.returncode, process.stdout, process.stderr, trace)
+
+
+@contextmanager
+def warm_runner(env: dict[str, str]) -> Iterator[WarmRunner]:
+    """A ready fork server for this interpreter, as the language server keeps one: runs
+    forked from it skip the interpreter start and ``import torch`` (~2 s of CPU each). For
+    tests about what a run records, not about how its process starts."""
+    runner = WarmRunner(sys.executable, env)
+    try:
+        deadline = time.monotonic() + 120
+        while not runner.ready:
+            assert time.monotonic() < deadline, "the fork server did not start"
+            time.sleep(0.05)
+        yield runner
+    finally:
+        runner.close()
 
 
 @pytest.fixture

@@ -32,6 +32,8 @@ from shapelens.snooping.recording import SnoopRecording
 
 from conftest import SAMPLES, line_of, normalised_trace, run_cli
 
+pytestmark = pytest.mark.backend
+
 needs_monitoring = pytest.mark.skipif(
     sys.version_info < (3, 12), reason="sys.monitoring needs Python 3.12+"
 )

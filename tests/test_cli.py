@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import sys
+import venv
 from pathlib import Path
 
 from conftest import line_of, run_cli
@@ -188,6 +188,19 @@ def test_bad_input_gives_one_clear_line(script, tmp_path: Path) -> None:  # type
 
 
 def test_other_interpreter_via_python_option(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    script("import sys\nprint(sys.executable)\n")
-    run = run_cli("--python", sys.executable, "main.py", cwd=tmp_path)
-    assert run.stdout.strip() == sys.executable
+    # A fresh virtual environment: another interpreter, with no numpy (ours has it).
+    other = tmp_path / "other-env"
+    venv.create(other, symlinks=True)
+    python = other / "bin" / "python"
+    script(
+        """
+        import importlib.util, json, sys
+        print(json.dumps({"executable": sys.executable, "prefix": sys.prefix,
+                          "numpy": importlib.util.find_spec("numpy") is not None}))
+        """
+    )
+    run = run_cli("--python", str(python), "main.py", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(run.stdout)
+    assert seen == {"executable": str(python), "prefix": str(other), "numpy": False}
+    assert run.trace is not None and run.trace["status"] == "ok"

@@ -7,13 +7,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
-
 from shapelens.present.labels import FileHints, HintStyle, RunUsual
 from shapelens.present.source_blocks import source_blocks
 from shapelens.trace import TracedLine, TracedVar
 
-from conftest import line_of, run_cli
+from conftest import line_of, need, run_cli
 
 MODEL = """
 import torch
@@ -94,7 +92,7 @@ def _hints(run_stderr: str, source: Path) -> dict[str, str]:
 
 
 def test_compact_hints_say_what_is_news(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    pytest.importorskip("torch")
+    need("torch")
     script(MODEL, "model.py")
     main = script(MAIN)
     run = run_cli("main.py", cwd=tmp_path, timeout=180)
@@ -126,7 +124,7 @@ def test_compact_hints_say_what_is_news(script, tmp_path: Path) -> None:  # type
 
 
 def test_full_form_and_coverage_are_options(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    pytest.importorskip("torch")
+    need("torch")
     script(MODEL, "model.py")
     main = script(MAIN)
     full = _hints(run_cli("--hints", "full", "main.py", cwd=tmp_path, timeout=180).stderr, main)
@@ -199,7 +197,7 @@ def test_source_blocks_know_loops_functions_and_reads() -> None:
 async def test_the_hint_format_setting_changes_hints_and_decorations(lsp) -> None:  # type: ignore[no-untyped-def]
     from lsprotocol import types
 
-    pytest.importorskip("torch")
+    need("torch")
     lsp.write("model.py", MODEL)
     path, uri = lsp.write("main.py", MAIN)
     lsp.open(path)

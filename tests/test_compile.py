@@ -3,7 +3,7 @@ hints), ``--compile`` keeps them compiled, and dynamo never traces ShapeLens's o
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import sys
 import types
@@ -22,9 +22,10 @@ from shapelens.engine.torch_compile import CompileControl
 from shapelens.lsp.settings import parse_settings
 from shapelens.trace.codec import SCHEMA_PATH, trace_from_json, trace_to_json
 
-from conftest import Run, line_of, run_cli
+from conftest import Run, line_of, need, run_cli
 
-needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
+pytestmark = pytest.mark.backend
+
 PACKAGE_DIR = str(Path(shapelens.__file__).resolve().parent)
 
 # A tiny model, compiled, trained for a few steps. `scale` is allowed into the graph:
@@ -77,8 +78,8 @@ def _validate(trace: dict[str, Any]) -> None:
     jsonschema.validate(trace, json.loads(SCHEMA_PATH.read_text()))
 
 
-@needs_torch
 def test_compiled_functions_run_eagerly_with_hints_by_default(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    need("torch")
     main = script(TRAINING)
     run = run_cli("main.py", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
@@ -98,8 +99,8 @@ def test_compiled_functions_run_eagerly_with_hints_by_default(script, tmp_path: 
         assert (var["shape"], var["hits"]) == (shape, 3), (marker, var)
 
 
-@needs_torch
 def test_keep_compile_compiles_and_dynamo_never_traces_shapelens(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    need("torch")
     main = script(TRAINING)
     # dynamo logs every frame it starts to trace: none of them may be ours.
     run = run_cli("--compile", "main.py", cwd=tmp_path, env={"TORCH_LOGS": "dynamo"})
@@ -116,8 +117,8 @@ def test_keep_compile_compiles_and_dynamo_never_traces_shapelens(script, tmp_pat
     assert run.var(main, line_of(main, "pred ="), "pred")["shape"] == [4, 2]
 
 
-@needs_torch
 async def test_the_language_server_reports_the_mode_and_passes_the_setting(lsp) -> None:  # type: ignore[no-untyped-def]
+    need("torch")
     from lsprotocol import types as lsp_types
 
     path, uri = lsp.write(
@@ -147,10 +148,10 @@ async def test_the_language_server_reports_the_mode_and_passes_the_setting(lsp) 
     assert doubled not in await run("compiled")  # compiled code has no lines to show
 
 
-@needs_torch
 def test_the_nonfinite_scan_stands_aside_while_torch_traces() -> None:
     """Under a dispatch mode (fake tensors, export's proxy tracing, a user's own mode) the
     scan's reductions would run on fake data or be recorded into the mode's graph."""
+    need("torch")
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 

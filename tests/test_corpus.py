@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("torch")
+from conftest import need, warm_runner
+
+need("torch")
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 sys.path.insert(0, str(CORPUS))
@@ -20,8 +22,10 @@ PROGRAMS = check.discover(CORPUS)
 
 @pytest.fixture(scope="module")
 def results() -> dict[str, Any]:
-    """All programs, two at a time (the machine has two cores)."""
-    return {r.name: r for r in check.evaluate(CORPUS, jobs=2)}
+    """All programs, two at a time (the machine has two cores), forked from a warm runner
+    (``python tests/corpus/check.py`` and `make bench` run each with ``shapelens run``)."""
+    with warm_runner(check.child_env()) as warm:
+        return {r.name: r for r in check.evaluate(CORPUS, jobs=2, warm=warm)}
 
 
 def test_the_corpus_is_big_enough() -> None:

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLES, line_of, run_cli
+from conftest import EXAMPLES, line_of, need, run_cli
 
-torch = pytest.importorskip("torch")
+torch = need("torch")
 pytestmark = [
     pytest.mark.cuda,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),

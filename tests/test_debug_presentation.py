@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from shapelens.debug import presentation
 
-torch = pytest.importorskip("torch")
+from conftest import need
+
+torch = need("torch")
 
 
 class _Spy:

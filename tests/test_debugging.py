@@ -15,9 +15,11 @@ from dap_client import DapClient
 
 from shapelens.debug.inline_values import EXPRESSION, parse
 
-from conftest import line_of
+from conftest import line_of, need
 
-debugpy = pytest.importorskip("debugpy")
+pytestmark = pytest.mark.backend
+
+debugpy = need("debugpy")
 
 LOOP = """
 import numpy as np
@@ -123,7 +125,7 @@ def test_breakpoints_hit_every_time_and_the_trace_is_complete(tmp_path: Path) ->
 
 
 def test_inline_helper_on_tensors_meta_and_containers() -> None:
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
 
     def paused_frame() -> str:
         pred = torch.zeros(4, 1, requires_grad=True)  # noqa: F841
@@ -166,7 +168,7 @@ def _variables(client: DapClient, reference: int) -> dict[str, dict[str, Any]]:
 
 
 def test_variables_watch_and_hover_show_tensors_by_shape(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
+    need("torch")
     process, client, script = start_debug_run(tmp_path, TENSORS)
     try:
         attach(client, script, [line_of(script, "print(")])

@@ -10,10 +10,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
 from test_hint_labels import listing_hint
 
-from conftest import line_of, run_cli
+from conftest import line_of, need, run_cli
 
 MODEL = """
 import math
@@ -114,7 +113,7 @@ ATTENDED = "y = att @ v  # (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)"
 
 
 def test_the_listing_names_dims_on_request(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    pytest.importorskip("torch")
+    need("torch")
     script(MODEL, "model.py")
     script(TRAIN, "train.py")
     sizes = run_cli("train.py", cwd=tmp_path, timeout=180)
@@ -136,7 +135,7 @@ def test_the_listing_names_dims_on_request(script, tmp_path: Path) -> None:  # t
 async def test_inlay_hints_and_decorations_follow_the_dim_names_setting(lsp) -> None:  # type: ignore[no-untyped-def]
     from lsprotocol import types
 
-    pytest.importorskip("torch")
+    need("torch")
     model, model_uri = lsp.write("model.py", MODEL)
     train, train_uri = lsp.write("train.py", TRAIN)
     lsp.open(model)

@@ -18,9 +18,9 @@ import pytest
 
 from shapelens.trace.codec import SCHEMA_PATH
 
-from conftest import line_of, run_cli
+from conftest import line_of, need, run_cli
 
-torch = pytest.importorskip("torch")
+torch = need("torch")
 
 DDP = """
 import torch

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import line_of, run_cli
+from conftest import line_of, need, run_cli
+
+pytestmark = pytest.mark.backend
 
 
 def test_broadcast_only_for_surprising_expansions(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -58,7 +60,7 @@ def test_findings_can_be_turned_off(script, tmp_path: Path) -> None:  # type: ig
 
 
 def test_dtype_origin_is_the_from_numpy_line(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    pytest.importorskip("torch")
+    need("torch")
     main = script(
         """
         import numpy as np
@@ -90,7 +92,7 @@ def test_dtype_origin_is_the_from_numpy_line(script, tmp_path: Path) -> None:  #
 
 
 def test_device_origin_with_a_module_on_another_device(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    pytest.importorskip("torch")
+    need("torch")
     main = script(
         """
         import torch
@@ -108,7 +110,7 @@ def test_device_origin_with_a_module_on_another_device(script, tmp_path: Path) -
 
 
 def test_nonfinite_in_torch_training_and_gpu_tensors_skipped(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    pytest.importorskip("torch")
+    need("torch")
     main = script(
         """
         import torch
@@ -149,7 +151,7 @@ def test_a_comment_silences_a_line(script, tmp_path: Path) -> None:  # type: ign
 def test_real_program_patterns(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The seed's broadcast through calls, torch's own warning, and no alarm on intended
     outer products or causal masks."""
-    pytest.importorskip("torch")
+    need("torch")
     main = script(
         """
         import math
@@ -193,7 +195,7 @@ def test_errors_name_operands_modules_and_birth_lines(script, tmp_path: Path) ->
     """Float token ids made in a data helper reach an Embedding declared in another file;
     a Linear gets an input of the wrong width: each error names the module's expectation,
     the line that declared it, and where the input was born."""
-    pytest.importorskip("torch")
+    need("torch")
     model = script(
         """
         import torch.nn as nn

@@ -41,6 +41,8 @@ WORK = textwrap.dedent(
         return steps
     """
 )
+pytestmark = pytest.mark.backend  # both backends drive the records the flusher reads
+
 N_LINE, A_LINE = 6, 7  # `grown` is new on every hit: its line is read on every hit
 
 BACKENDS = ["settrace", *(["monitoring"] if hasattr(sys, "monitoring") else [])]

@@ -10,14 +10,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import line_of, run_cli
+from conftest import IN_CI, line_of, run_cli
 
-HAS_TORCH = importlib.util.find_spec("torch") is not None
+pytestmark = pytest.mark.backend
+
+HAS_TORCH = IN_CI or importlib.util.find_spec("torch") is not None
+"""Without torch the DataLoader half is left out, except in CI, where torch is required."""
 BACKENDS = ["auto", "settrace"] if sys.version_info >= (3, 12) else ["auto"]
 
 # Each forked child reports, from inside, whether anything of ShapeLens is still on in it.
@@ -122,8 +124,7 @@ after = np.ones(2)
 def test_a_fork_outliving_the_program_does_not_hold_up_the_run(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     main = script(DAEMON)
     pid_file = tmp_path / "daemon.pid"
-    started = time.monotonic()
-    try:
+    try:  # the daemon lives 60 s: a run that waited for it would not end in time
         run = run_cli("--quiet", "main.py", str(pid_file), cwd=tmp_path, timeout=50)
     except subprocess.TimeoutExpired:
         pytest.fail("the run waited for the forked child (it holds the channel open)")
@@ -131,8 +132,6 @@ def test_a_fork_outliving_the_program_does_not_hold_up_the_run(script, tmp_path:
         if pid_file.exists():
             with contextlib.suppress(ProcessLookupError, ValueError):
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
-    elapsed = time.monotonic() - started
-    assert elapsed < 30, f"the run waited {elapsed:.0f}s for the forked child"
     assert run.returncode == 0, run.stderr
     assert run.trace is not None and run.trace["status"] == "ok"
     assert run.var(main, line_of(main, "after ="), "after")["shape"] == [2]

@@ -11,7 +11,9 @@ from shapelens.present.labels import var_label
 from shapelens.present.markdown import var_table
 from shapelens.trace import TracedVar, trace_from_json
 
-from conftest import line_of, run_cli
+from conftest import line_of, need, run_cli
+
+pytestmark = pytest.mark.backend
 
 GROWING = """
 import numpy as np
@@ -193,7 +195,7 @@ batch["x"] = torch.zeros(3, 2)
 
 
 def test_attribute_and_subscript_stores_show_what_they_hold(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    pytest.importorskip("torch")
+    need("torch")
     main = script(STORES)
     run = run_cli("main.py", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
@@ -233,7 +235,7 @@ ghost = torch.zeros((), device="meta")
 
 
 def test_scalars_show_their_course_as_a_sparkline(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    pytest.importorskip("torch")
+    need("torch")
     main = script(COURSE)
     run = run_cli("main.py", cwd=tmp_path, timeout=180)
     assert run.returncode == 0, run.stderr
@@ -286,7 +288,7 @@ for index in range(8):
 
 def test_an_integer_or_bool_scalar_shows_its_value_as_one(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """A Dataset's class label (a 0-dim i64 tensor) is ``6``, not ``6.0``."""
-    pytest.importorskip("torch")
+    need("torch")
     main = script(LABELS)
     run = run_cli("main.py", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
@@ -313,7 +315,7 @@ for T in (3, 8):
 async def test_hover_names_each_dim_after_the_names_it_came_from(lsp) -> None:  # type: ignore[no-untyped-def]
     from lsprotocol import types
 
-    pytest.importorskip("torch")
+    need("torch")
     path, uri = lsp.write("attention.py", ATTENTION)
     lsp.open(path)
     assert (await lsp.run(uri))["status"] == "ok"

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
 from test_hint_labels import listing_hint
 
 from shapelens.present.labels import DEFAULT_STYLE, FileHints, HintStyle, RunUsual
@@ -14,7 +13,7 @@ from shapelens.present.markdown import var_table
 from shapelens.present.shapes import number_range_text
 from shapelens.trace import TracedLine, TracedVar
 
-from conftest import line_of, run_cli
+from conftest import line_of, need, run_cli
 
 TRAIN = """
 import math
@@ -59,7 +58,7 @@ COURSE = r"[▁▂▃▄▅▆▇█]{6}"
 
 
 def test_a_training_loops_clock_readings_show_no_range_or_course(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    pytest.importorskip("torch")
+    need("torch")
     script(TRAIN)
     run = run_cli("main.py", cwd=tmp_path, timeout=180)
     assert run.returncode == 0, run.stderr
@@ -166,7 +165,7 @@ loss = ((pred - y) ** 2).mean()
 async def test_hover_says_a_findings_kind_once(lsp) -> None:  # type: ignore[no-untyped-def]
     from lsprotocol import types
 
-    pytest.importorskip("torch")
+    need("torch")
     path, uri = lsp.write("main.py", REGRESSION)
     lsp.open(path)
     assert (await lsp.run(uri))["status"] == "ok"

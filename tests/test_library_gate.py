@@ -26,7 +26,7 @@ from shapelens.engine.statement_recorder import StatementRecorder
 from shapelens.engine.tracer import Tracer
 from shapelens.settings.groups import FindingsConfig
 
-from conftest import REPO, SAMPLES, line_of, normalised_trace, run_cli
+from conftest import REPO, SAMPLES, line_of, need, normalised_trace, run_cli
 
 GATED = sys.implementation.name == "cpython" and sys.version_info[:2] == (3, 11)
 needs_gate = pytest.mark.skipif(not GATED, reason="the gate is built for CPython 3.11 only")
@@ -173,7 +173,7 @@ def _gated_and_plain(project: Path, *extra: str) -> tuple[dict[str, Any], dict[s
 
 @needs_gate
 def test_crossings_between_user_and_library_code_are_all_recorded(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
+    need("torch")
     project, main = _project(tmp_path)
     gated, plain = _gated_and_plain(project, "--modules")
     assert gated["modules"] == plain["modules"]
@@ -208,7 +208,7 @@ def test_crossings_between_user_and_library_code_are_all_recorded(tmp_path: Path
 
 @needs_gate
 def test_torch_compile_kept_chains_its_frame_hook_to_the_gate(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
+    need("torch")
     project, main = _project(tmp_path)
     gated, _ = _gated_and_plain(project, "--compile")
     after = next(e for e in gated["lines"] if e["line"] == line_of(main, "after_compile = "))

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 from lsprotocol import types
 
-from conftest import LspSession, line_of
+from conftest import LspSession, line_of, need
 
 SCRIPT = """
 import numpy as np
@@ -197,7 +196,7 @@ async def test_interpreter_and_environment_settings(lsp: LspSession) -> None:
 
 
 async def test_debug_run_reports_where_to_attach(lsp: LspSession) -> None:
-    pytest.importorskip("debugpy")
+    need("debugpy")
     from dap_client import DapClient
 
     path, uri = lsp.write("main.py", "import numpy as np\nv = np.ones(2)\n")

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import shutil
 
-import pytest
 from lsprotocol import types
 
-from conftest import EXAMPLES, TRACE_UPDATED, LspSession, line_of
+from conftest import EXAMPLES, TRACE_UPDATED, LspSession, line_of, need
 
-pytest.importorskip("torch")
+need("torch")
 
 
 async def test_example_2_hints_and_broadcast_diagnostic(lsp: LspSession) -> None:

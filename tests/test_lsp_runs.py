@@ -9,7 +9,7 @@ import time
 import pytest
 from lsprotocol import types
 
-from conftest import EXAMPLES, TRACE_UPDATED, LspSession, line_of
+from conftest import EXAMPLES, TRACE_UPDATED, LspSession, line_of, need
 
 LOOP = """
 import numpy as np
@@ -23,7 +23,7 @@ while True:
 
 
 async def test_example_1_related_information(lsp: LspSession) -> None:
-    pytest.importorskip("torch")
+    need("torch")
     script = lsp.root / "seed_device_mask.py"
     shutil.copy(EXAMPLES / "seed_device_mask.py", script)
     uri = lsp.open(script)

@@ -22,7 +22,13 @@ from shapelens.settings.groups import FindingsConfig
 from shapelens.trace import trace_from_json
 from shapelens.trace.codec import SCHEMA_PATH
 
-from conftest import line_of, run_cli
+from conftest import line_of, need, run_cli
+
+pytestmark = pytest.mark.backend
+BACKENDS = ["monitoring"] if sys.version_info >= (3, 12) else ["settrace"]
+"""The backend `make test` runs the whole suite with on this interpreter: sys.settrace (and
+its gate, which records the module tree as plain sys.settrace does: test_library_gate) on
+3.11, sys.monitoring on 3.12+. Plain sys.settrace on 3.12+ would repeat 3.11's runs."""
 
 HERE = str(Path(__file__).parent)
 
@@ -79,7 +85,7 @@ for step, length in enumerate([5, 3, 7]):
 
 
 def test_the_cli_records_and_prints_the_module_tree(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    pytest.importorskip("torch")
+    need("torch")
     model = script(MODEL, "model.py")
     script(MAIN)
     run = run_cli("--modules", "main.py", cwd=tmp_path, timeout=180)
@@ -156,13 +162,13 @@ print("global hooks:", len(torch_module._global_forward_hooks), file=sys.stderr)
 """
 
 
-@pytest.mark.parametrize("backend", ["settrace", "monitoring"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_module_calls_are_seen_without_changing_how_torch_calls_them(  # type: ignore[no-untyped-def]
     script, tmp_path: Path, backend: str
 ) -> None:
     """No global hook of ours sends every module call down torch's slower path; a call that
     raised is not counted, and a user's hook that replaces the result is what came out."""
-    _needs(backend)
+    need("torch")
     script(WATCHED)
     run = run_cli("--backend", backend, "main.py", cwd=tmp_path, timeout=120)
     assert run.returncode == 0, run.stderr
@@ -174,13 +180,6 @@ def test_module_calls_are_seen_without_changing_how_torch_calls_them(  # type: i
     assert modules["Linear"]["calls"] == 3
     assert modules["Linear"]["outputs"][0]["shape"] == [2, 2]  # after the user's hook
     assert modules["Linear"]["outputs"][0]["dim_ranges"] == [[1, 3], [2, 2]]
-
-
-def _needs(backend: str) -> None:
-    """Skip unless torch and the tracing backend are here."""
-    pytest.importorskip("torch")
-    if backend == "monitoring" and not hasattr(sys, "monitoring"):
-        pytest.skip("sys.monitoring needs Python 3.12+")
 
 
 def test_counts_read_at_a_glance() -> None:
@@ -196,7 +195,7 @@ def test_counts_read_at_a_glance() -> None:
 async def test_the_language_server_returns_the_tree_and_lenses(lsp) -> None:  # type: ignore[no-untyped-def]
     from lsprotocol import types
 
-    pytest.importorskip("torch")
+    need("torch")
     model, model_uri = lsp.write("model.py", MODEL)
     path, uri = lsp.write("main.py", MAIN)
     lsp.open(path)
@@ -281,7 +280,7 @@ with torch.no_grad():
 """
 
 
-@pytest.mark.parametrize("backend", ["settrace", "monitoring"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_long_run_keeps_every_shape_and_counts_its_calls(  # type: ignore[no-untyped-def]
     script, tmp_path: Path, backend: str
 ) -> None:
@@ -291,7 +290,7 @@ def test_a_long_run_keeps_every_shape_and_counts_its_calls(  # type: ignore[no-u
     the loop that calls the model: within 1% for the modules every step calls (usually
     exact), within 2% for the blocks only some steps reach (their calls per step are measured on the
     short stretches the tree watched)."""
-    _needs(backend)
+    need("torch")
     script(LONG_MODEL, "model.py")
     script(LONG_TRAINING)
     run = run_cli("--backend", backend, "--modules", "main.py", cwd=tmp_path, timeout=240)
@@ -331,7 +330,7 @@ def test_a_long_run_keeps_every_shape_and_counts_its_calls(  # type: ignore[no-u
 def test_a_slot_tells_what_is_new() -> None:
     """A batch size inside the ranges seen is nothing new; a wider one, another number of
     dims, dtype or device is (the tree watches every call again after it)."""
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     from shapelens.engine.module_calls import TensorSlot
 
     slot = TensorSlot()
@@ -349,7 +348,7 @@ def test_a_slot_tells_what_is_new() -> None:
 def test_a_flush_in_the_middle_of_a_module_call_never_sends_it_half_read_for_good() -> None:
     """The child's flusher thread may drain the tree at any bytecode, also while a call's
     tensors are being read: the call is sent again once it is whole."""
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     tree = ModuleTree(UserCodeScope(ScopeConfig(root=HERE, functions=("call",))), SourceMaps())
     sent: list[Any] = []
 
@@ -397,13 +396,13 @@ for start, stop in spans(len(data), 8, longer_at=3200):
 """
 
 
-@pytest.mark.parametrize("backend", ["settrace", "monitoring"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_quiet_tree_wakes_before_a_module_gets_a_new_shape(  # type: ignore[no-untyped-def]
     script, tmp_path: Path, backend: str
 ) -> None:
     """One 20-row batch among 500 of 8, in a tensor no user line stores: only the module
     call itself can show it, and the quiet tree checks calls before they run."""
-    _needs(backend)
+    need("torch")
     script(UNREAD_SHAPE)
     run = run_cli("--backend", backend, "--modules", "main.py", cwd=tmp_path, timeout=180)
     assert run.returncode == 0, run.stderr
@@ -434,13 +433,13 @@ print("done", tuple(y.size()))
 """
 
 
-@pytest.mark.parametrize("backend", ["settrace", "monitoring"])
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_a_tensor_that_cannot_be_read_never_fails_the_program(  # type: ignore[no-untyped-def]
     script, tmp_path: Path, backend: str
 ) -> None:
     """The quiet tree's check runs before each module call, inside a trace callback: what
     it cannot read must not raise into the user's program."""
-    _needs(backend)
+    need("torch")
     script(ODD_TENSOR)
     run = run_cli("--backend", backend, "--modules", "main.py", cwd=tmp_path, timeout=120)
     assert run.returncode == 0, run.stderr

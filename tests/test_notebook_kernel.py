@@ -17,9 +17,13 @@ import pytest
 
 from shapelens.trace.codec import load_trace
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("torch")
+from conftest import need
+
+pytestmark = pytest.mark.backend
+
+nbformat = need("nbformat")
+nbclient = need("nbclient")
+need("torch")
 
 SCHEMA = Path(__file__).resolve().parents[1] / "server" / "shapelens" / "trace" / "schema.json"
 
@@ -132,7 +136,7 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
 
 
 def test_one_trace_file_per_session_valid_and_rewritten_after_each_cell(session: Session) -> None:
-    jsonschema = pytest.importorskip("jsonschema")
+    jsonschema = need("jsonschema")
     (path,) = session.trace_files()
     assert path.name.startswith("kernel-")
     trace = session.trace()

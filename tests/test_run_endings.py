@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import line_of, run_cli
+
+pytestmark = pytest.mark.backend
 
 PRELUDE = """
 import numpy as np
@@ -66,9 +67,7 @@ def test_timeout_stops_an_infinite_loop_and_keeps_the_trace(script, tmp_path: Pa
             step += 1
         """
     )
-    started = time.monotonic()
-    run = run_cli("--timeout", "1.5", "main.py", cwd=tmp_path)
-    assert time.monotonic() - started < 30
+    run = run_cli("--timeout", "1.5", "main.py", cwd=tmp_path)  # the loop never ends by itself
     assert run.trace is not None
     assert run.trace["status"] == "timeout" and run.returncode == 124
     grad = run.var(main, line_of(main, "grad ="), "grad")

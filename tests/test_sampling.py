@@ -9,9 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import line_of, run_cli
+from conftest import line_of, need, run_cli
 
-torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.backend
+
+torch = need("torch")
 
 MONITORING = sys.version_info >= (3, 12)
 

@@ -5,11 +5,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import pytest
+from conftest import EXAMPLES, line_of, need, run_cli
 
-from conftest import EXAMPLES, line_of, run_cli
-
-pytest.importorskip("torch")
+need("torch")
 
 
 def test_example_2_broadcast_in_the_training_loop(tmp_path: Path) -> None:

@@ -12,7 +12,11 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")
+from conftest import need
+
+pytestmark = pytest.mark.backend
+
+torch = need("torch")
 import numpy as np  # noqa: E402
 
 from shapelens import NumpyFormat, TensorFormat, register_snoop, snoop  # noqa: E402

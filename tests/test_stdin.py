@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from lsprotocol import types
 
-from conftest import LspSession, line_of, run_cli
+from conftest import LspSession, line_of, need, run_cli
 
 ASK = """
 import os
@@ -72,7 +72,7 @@ async def test_cold_and_warm_runs_read_an_empty_stdin(lsp: LspSession) -> None:
 
 
 async def test_distributed_ranks_read_an_empty_stdin(lsp: LspSession) -> None:
-    pytest.importorskip("torch")
+    need("torch")
     path, uri = lsp.write("ask.py", ASK)
     lsp.open(path)
     result, _ = await _ask(lsp, uri, nprocPerNode=2)

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import line_of, run_cli
+from conftest import line_of, need, run_cli
 
-pytest.importorskip("torch")
+pytestmark = pytest.mark.backend
+
+need("torch")
 
 
 def test_exotic_tensors_and_modules(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -19,6 +19,8 @@ from shapelens.engine.statement_recorder import StatementRecorder
 from shapelens.engine.tracer import Tracer
 from shapelens.settings.groups import FindingsConfig
 
+pytestmark = pytest.mark.backend
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 

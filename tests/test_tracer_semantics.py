@@ -6,7 +6,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from conftest import line_of, run_cli
+
+pytestmark = pytest.mark.backend
 
 SAMPLES = Path(__file__).with_name("samples")
 

@@ -16,9 +16,11 @@ from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.statement_recorder import StatementRecorder
 from shapelens.settings.groups import FindingsConfig
 
-from conftest import line_of, run_cli
+from conftest import line_of, need, run_cli
 
-torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.backend
+
+torch = need("torch")
 
 
 def test_user_modules_are_traced_and_library_imports_are_not(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -35,7 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from shapelens.present.findings import finding_message
-from shapelens.trace.codec import finding_from_json
+from shapelens.runner.contract import RunRequest
+from shapelens.runner.launcher import run_traced
+from shapelens.runner.warm import WarmRunner
+from shapelens.trace.codec import finding_from_json, trace_to_json
 
 CORPUS_DIR = Path(__file__).resolve().parent
 CATEGORIES = ("clean", "buggy")
@@ -189,7 +192,7 @@ def expectations(program: Program) -> list[Expectation]:
 # -- running one program ------------------------------------------------------------------
 
 
-def _child_env() -> dict[str, str]:
+def child_env() -> dict[str, str]:
     env = dict(os.environ)
     # two programs at a time on a small machine: one intra-op thread each
     env.setdefault("OMP_NUM_THREADS", "1")
@@ -260,7 +263,7 @@ def _run(program: Program, timeout_s: float, trace_dir: Path) -> RunOutcome:
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
-        env=_child_env(),
+        env=child_env(),
         start_new_session=True,
     )
     error: str | None = None
@@ -287,6 +290,28 @@ def _run(program: Program, timeout_s: float, trace_dir: Path) -> RunOutcome:
     return trace, process.returncode, error, duration
 
 
+def _run_warm(program: Program, timeout_s: float, warm: WarmRunner) -> RunOutcome:
+    """As :func:`_run`, the child forked from ``warm`` (started with :func:`child_env`), as
+    the language server runs a program: no interpreter start and ``import torch`` each."""
+    output: list[str] = []
+    request = RunRequest(
+        target=program.entry.name,
+        cwd=str(program.cwd),
+        env=child_env(),
+        timeout_s=timeout_s,
+        capture_output=True,
+        stdin="empty",
+    )
+    started = time.monotonic()
+    result = run_traced(request, on_output=lambda _, text: output.append(text), warm=warm)
+    duration = time.monotonic() - started
+    trace = json.loads(json.dumps(trace_to_json(result.trace)))  # as a trace file reads back
+    if result.error is not None:
+        tail = "".join(output).strip().splitlines()[-3:]
+        return None, 2, f"no trace: {result.error} | " + " | ".join(tail), duration
+    return trace, result.trace.exit_code, None, duration
+
+
 def score_program(
     program: Program,
     expected: list[Expectation],
@@ -311,7 +336,9 @@ def run_program(
     program: Program,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     ignore_severities: Collection[str] = NOT_ALARMS,
+    warm: WarmRunner | None = None,
 ) -> ProgramResult:
+    """Run and score ``program``: with ``shapelens run``, or forked from ``warm``."""
     result = ProgramResult(program, expectations(program))
     for expectation in result.expected:
         if expectation.kind not in SCORED_KINDS:
@@ -324,8 +351,11 @@ def run_program(
     if program.category == "buggy" and not result.expected:
         result.problems.append("a buggy program has no `# expect:` comment")
 
-    with tempfile.TemporaryDirectory(prefix="shapelens-corpus-") as tmp:
-        trace, exit_code, error, duration = _run(program, timeout_s, Path(tmp))
+    if warm is not None:
+        trace, exit_code, error, duration = _run_warm(program, timeout_s, warm)
+    else:
+        with tempfile.TemporaryDirectory(prefix="shapelens-corpus-") as tmp:
+            trace, exit_code, error, duration = _run(program, timeout_s, Path(tmp))
     result.exit_code = exit_code
     result.duration_s = duration
     if error is not None:
@@ -356,6 +386,7 @@ def evaluate(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     only: Sequence[str] = (),
     ignore_severities: Collection[str] = NOT_ALARMS,
+    warm: WarmRunner | None = None,
 ) -> list[ProgramResult]:
     """Run the corpus (at most ``jobs`` programs at a time) and score every program.
     ``only`` keeps programs whose name (``clean/vae``) contains one of its strings;
@@ -365,7 +396,9 @@ def evaluate(
     if only:
         programs = [p for p in programs if any(s in p.name for s in only)]
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(pool.map(lambda p: run_program(p, timeout_s, ignore_severities), programs))
+        return list(
+            pool.map(lambda p: run_program(p, timeout_s, ignore_severities, warm), programs)
+        )
 
 
 # -- scores and report --------------------------------------------------------------------
