@@ -14,7 +14,7 @@ OTHER_PYTHON_VERSIONS := 3.12.1 3.13.0
 EXTRA_PYTHONS ?= $(foreach v,$(OTHER_PYTHON_VERSIONS),$(PYENV_ROOT)/versions/$(v)/bin/python)
 TORCH_PIN := torch==2.13.0
 
-.PHONY: install run test test-installs lint typecheck pytest other-venvs-torch other-venvs pytest-other-pythons pytest-monitoring pytest-backend-subset bench clean extension extension-unit bundle-python vsix e2e-tools e2e
+.PHONY: install run test test-installs lint typecheck pytest other-venvs-torch other-venvs pytest-other-pythons pytest-monitoring pytest-backend-subset bench clean extension extension-unit bundle-python vsix e2e-tools e2e e2e-run
 
 install: $(VENV)/.installed
 
@@ -29,16 +29,21 @@ $(VENV)/.installed: pyproject.toml setup.py server/shapelens/engine/_library_gat
 run: install
 	$(VENV)/bin/shapelens run examples/seed_linear_fit.py
 
-# On 2 cores from a fresh clone, side by side where that is free: the installs (mostly
-# downloads); then the suites two at a time (each is mostly one traced child at a time, so
-# two keep both cores busy): 3.12's whole suite next to 3.11's, then 3.13's backend tests
-# and the extension's unit tests; then the end-to-end test alone (a browser driving
-# code-server). --output-sync keeps each part's output together.
+# On 2 cores from a fresh clone: the installs side by side (mostly downloads); lint, types
+# and the .vsix next to each other; then each interpreter's suite in turn, each spread over
+# PYTEST_WORKERS processes (a test mostly waits on a traced child, so more workers than
+# cores keep both busy; a file's tests stay together in one worker, in order); the
+# extension's unit tests next to 3.13's; then the end-to-end test alone (a browser driving
+# code-server, timing-sensitive). --output-sync keeps each part's output together.
+PYTEST_WORKERS ?= 3
+PYTEST_ARGS := -q -n $(PYTEST_WORKERS) --dist loadfile
 test:
 	$(MAKE) test-installs
-	$(MAKE) lint typecheck
-	$(MAKE) -j2 --output-sync=target pytest-monitoring pytest pytest-backend-subset extension-unit
-	$(MAKE) e2e
+	$(MAKE) -j3 --output-sync=target lint typecheck vsix
+	$(MAKE) pytest
+	$(MAKE) pytest-monitoring
+	$(MAKE) -j2 --output-sync=target pytest-backend-subset extension-unit
+	$(MAKE) e2e-run
 
 test-installs:
 	$(MAKE) -j4 --output-sync=target install other-venvs node_modules/.installed e2e-tools
@@ -50,7 +55,7 @@ typecheck: install
 	$(VENV)/bin/mypy
 
 pytest: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 # .venv312, .venv313 (named by version) with torch: a missing interpreter fails. torch,
 # the big download, goes into them side by side with everything else; the editable
@@ -93,7 +98,7 @@ pytest-monitoring: other-venvs
 	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then echo "== SKIP_OTHER_PYTHONS set: 3.12 not tested"; exit 0; fi; \
 	set -- $(EXTRA_PYTHONS); venv=$(call venv_of,$$1); \
 	echo "== tests under $$($$venv/bin/python --version): the whole suite"; \
-	$$venv/bin/python -m pytest -q
+	$$venv/bin/python -m pytest $(PYTEST_ARGS)
 
 pytest-backend-subset: other-venvs
 	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then echo "== SKIP_OTHER_PYTHONS set: 3.13 not tested"; exit 0; fi; \
@@ -101,7 +106,7 @@ pytest-backend-subset: other-venvs
 	for interpreter in "$$@"; do \
 	  venv=$(call venv_of,$$interpreter); \
 	  echo "== tests under $$($$venv/bin/python --version): those marked backend"; \
-	  $$venv/bin/python -m pytest -q -m backend; \
+	  $$venv/bin/python -m pytest $(PYTEST_ARGS) -m backend; \
 	done
 
 # Every script adds its table to bench/results/latest.md; docs/speed.md shows the report.
@@ -164,5 +169,9 @@ e2e-tools:
 	scripts/install-chromium.sh
 
 e2e: vsix e2e-tools
+	$(MAKE) e2e-run
+
+# The end-to-end test on the .vsix built already (make test builds it earlier, next to lint).
+e2e-run:
 	.tools/e2e/node_modules/.bin/tsc -p vscode-extension/e2e
 	SHAPELENS_VSIX=vscode-extension/shapelens.vsix SHAPELENS_PYTHON=$(PY) node vscode-extension/e2e/run.mjs

@@ -195,13 +195,14 @@ while True:
         sys.stdout.flush()
 """
 
-# Rank 1 holds the GIL in C (a backtracking regex, ~1 s a call) from its first hit of
+# Rank 1 holds the GIL in C (a backtracking regex, ~0.25 s a call idle, a few times that on
+# a loaded machine: well inside the stop's 5 s wait for acknowledgements) from its first hit of
 # ``grad =`` on: its flusher can answer a stop only a call later, after rank 0 has answered.
 STALLING_LOOP = LOOP.replace(
     "    step += 1\n",
     "    step += 1\n"
     "    while rank == 1 and step > 1000:\n"
-    "        __import__('re').match(r'(a+)+$', 'a' * 24 + 'b')\n",
+    "        __import__('re').match(r'(a+)+$', 'a' * 22 + 'b')\n",
 )
 
 
