@@ -16,6 +16,7 @@ from dataclasses import replace
 from types import FrameType
 from typing import Any
 
+from shapelens.engine import torch_compat
 from shapelens.engine.code_info import CodeInfo
 from shapelens.engine.findings.context import (
     Named,
@@ -29,30 +30,7 @@ from shapelens.engine.findings.context import (
 from shapelens.engine.findings.finding import Finding, ModuleFacts, Operand
 from shapelens.engine.source_map import declared_in_class
 
-_DEVICE_ERROR = re.compile(
-    r"same device|two devices|expected device|not on the expected device|backend (cpu|cuda)"
-    r"|device type|on device \w+",
-    re.IGNORECASE,
-)
-_DTYPE_ERROR = re.compile(
-    r"dtype|scalar type|must be bool|boolean mask|same type"
-    r"|expected .* but got .*(float|double|long|int|half)",
-    re.IGNORECASE,
-)
-
-
-_SHAPE_ERROR = re.compile(
-    r"shapes cannot be multiplied|size mismatch|is invalid for input of size"
-    r"|sizes of tensors must match|must match the size of tensor|to have \d+ channels"
-    r"|expected input batch_size|multi-target not supported|expects each tensor to be equal size"
-    r"|view size is not compatible|inconsistent tensor size|expected target size"
-    r"|expected \d+D .*input|mat1 dim 1 must match|dimension out of range"
-    r"|target size .* different to the input size",
-    re.IGNORECASE,
-)
 _FLOATS = ("float", "bfloat", "half", "double", "complex")
-_WANTS_BOOL = re.compile(r"boolean mask|must be bool|bool(ean)? (tensor|dtype)|supports boolean")
-_WANTS_INTEGER = re.compile(r"\b(Long|Int)\b|int64|indices", re.IGNORECASE)
 _INDEX_CALL = re.compile(r"emb|cross_entropy|nll|criterion|loss|gather|index_select|one_hot")
 EXPECTATIONS = {
     "Linear": ("in_features",),
@@ -83,11 +61,11 @@ def mismatch_kind(exc: BaseException) -> str | None:
         message = str(exc)
     except Exception:
         return None
-    if _DEVICE_ERROR.search(message):
+    if torch_compat.DEVICE_ERROR.search(message):
         return "device_mismatch"
-    if _SHAPE_ERROR.search(message):
+    if torch_compat.SHAPE_ERROR.search(message):
         return "shape_mismatch"
-    if _DTYPE_ERROR.search(message):
+    if torch_compat.DTYPE_ERROR.search(message):
         return "dtype_mismatch"
     return None
 
@@ -219,9 +197,9 @@ def explain_all(
         ]  # fmt: skip
     found = []
     main = None
-    if kind == "dtype_mismatch" and _WANTS_BOOL.search(error):
+    if kind == "dtype_mismatch" and torch_compat.WANTS_BOOL_ERROR.search(error):
         main = _wrong_kind(operands, origin_of, file, line, error, "bool", _is_integer, declared_at)
-    elif kind == "dtype_mismatch" and _WANTS_INTEGER.search(error):
+    elif kind == "dtype_mismatch" and torch_compat.WANTS_INTEGER_ERROR.search(error):
         main = _float_indices(operands, origin_of, file, line, error, statement, declared_at)
     if main is None:
         main = explain(kind, operands, origin_of, file, line, error, declared_at=declared_at)
