@@ -18,6 +18,14 @@ from shapelens.trace.codec import finding_from_json
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
+CHILD_PYTHON = os.environ.get("SHAPELENS_TEST_PYTHON") or None
+"""The interpreter traced programs run in (``shapelens run --python``): another torch or
+Python for the compatibility stage (``make test-compat``); unset, the one running the tests."""
+
+
+def child_python() -> list[str]:
+    """``--python CHILD_PYTHON`` for ``shapelens run``, or nothing."""
+    return ["--python", CHILD_PYTHON] if CHILD_PYTHON else []
 
 
 @dataclass
@@ -103,7 +111,8 @@ def run_cli(
     trace_path = cwd / ".trace.json"
     if trace_path.exists():
         trace_path.unlink()
-    command = [sys.executable, "-m", "shapelens", "run", "--json", str(trace_path), *args]
+    command = [sys.executable, "-m", "shapelens", "run", *child_python(), "--json", str(trace_path)]
+    command += args
     process = subprocess.run(
         command,
         cwd=cwd,

@@ -14,7 +14,7 @@ import pytest
 
 from shapelens.trace.codec import SCHEMA_PATH
 
-from conftest import EXAMPLES, REPO, line_of, run_cli
+from conftest import EXAMPLES, REPO, child_python, line_of, run_cli
 
 torch = pytest.importorskip("torch")
 
@@ -78,6 +78,7 @@ def test_a_billion_parameter_gpt_trains_on_simulated_cuda_in_seconds(  # type: i
             "-m",
             "shapelens",
             "run",
+            *child_python(),
             "--fake",
             "--modules",
             "--json",
@@ -241,7 +242,7 @@ SHAPE_ONLY_CORPUS = (
 def _shape_only_run(entry: Path, trace: Path) -> dict[str, object]:
     subprocess.run(
         [
-            *(sys.executable, "-m", "shapelens", "run", "--fake", "--quiet"),
+            *(sys.executable, "-m", "shapelens", "run", *child_python(), "--fake", "--quiet"),
             "--json",
             str(trace),
             entry.name,

@@ -12,6 +12,8 @@ import ast
 import re
 from pathlib import Path
 
+from conftest import run_cli
+
 PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "server" / "shapelens"
 COMPAT = PACKAGE_ROOT / "engine" / "torch_compat.py"
 PRIVATE = re.compile(r"^_[A-Za-z0-9]\w*$")
@@ -120,3 +122,24 @@ def test_the_scan_sees_each_kind_of_use() -> None:
             "line 4: '_wrapped_call_impl'",
         ]
     ), uses
+
+
+def test_a_device_error_in_words_no_torch_used_is_still_a_device_mismatch(
+    tmp_path: Path,
+) -> None:
+    """Findings do not hang on one version's wording (torch 2.4's fake tensors said
+    "Unhandled FakeTensor Device Propagation"): tensors on two devices explain the error."""
+    main = tmp_path / "main.py"
+    main.write_text(
+        "import torch\n"
+        "library = 'def combined(a, b):\\n    raise RuntimeError(\"a wording no torch used\")'\n"
+        "exec(compile(library, '<a library>', 'exec'))  # raises outside the user's code\n"
+        'a = torch.ones(2, 3, device="meta")\n'
+        "b = torch.ones(2, 3)\n"
+        "c = combined(a, b)\n"
+    )
+    run = run_cli("main.py", cwd=tmp_path)
+    assert run.returncode == 1, run.stderr
+    [finding] = run.findings("device_mismatch")
+    assert finding["line"] == 6
+    assert {o["name"] for o in finding["operands"]} == {"a", "b"}

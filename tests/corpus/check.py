@@ -198,6 +198,13 @@ def _child_env() -> dict[str, str]:
     return env
 
 
+def _child_python() -> list[str]:
+    """``--python`` for the interpreter in ``SHAPELENS_TEST_PYTHON`` (the compatibility
+    stage's torch and Python), else nothing: the programs run where ShapeLens runs."""
+    python = os.environ.get("SHAPELENS_TEST_PYTHON")
+    return ["--python", python] if python else []
+
+
 def _read_findings(trace: dict[str, Any]) -> list[Finding]:
     findings: list[Finding] = []
     raw = trace.get("findings")
@@ -246,6 +253,7 @@ def _run(program: Program, timeout_s: float, trace_dir: Path) -> RunOutcome:
         "-m",
         "shapelens",
         "run",
+        *_child_python(),
         "--json",
         str(trace_path),
         "--quiet",

@@ -18,6 +18,7 @@ Everything replaced here is put back by :meth:`ShapeOnly.remove`.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import re
 import sys
@@ -85,6 +86,9 @@ class ShapeOnly:
         self._patch_data_loading(torch)
         if self.simulated_cuda:
             self._simulate_cuda(torch)
+        if torch_compat.gc_clears_live_fake_tensors(torch) and gc.isenabled():
+            gc.disable()  # fake tensors hold no data: a short run's cycles cost little
+            self._undo.append(gc.enable)
         mode = FakeTensorMode(allow_non_fake_inputs=True)
         mode.__enter__()
         self._undo.append(lambda: mode.__exit__(None, None, None))
@@ -110,6 +114,9 @@ class ShapeOnly:
             "memory_allocated": lambda device=None: 0,
             "max_memory_allocated": lambda device=None: 0,
             "reset_peak_memory_stats": lambda device=None: None,
+            # An optimizer's step asks it on torch < 2.6 (a CUDA build without a driver
+            # fails there); newer ones ask torch.accelerator, below.
+            "is_current_stream_capturing": lambda: False,
         }
         for name, replacement in replacements.items():
             self._patch(torch.cuda, name, replacement)

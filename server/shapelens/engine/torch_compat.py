@@ -100,6 +100,20 @@ def fake_tensor_types() -> tuple[type, type]:
     return FakeTensor, FakeTensorMode
 
 
+def gc_clears_live_fake_tensors(torch: Any) -> bool:
+    """torch 2.4: the cyclic garbage collector can empty the ``__dict__`` of a FakeTensor that
+    autograd still holds, and the backward pass fails with "'FakeTensor' object has no
+    attribute 'fake_mode'" (seen in clean programs under the tracer, which changes when
+    collections happen; not seen on 2.6 and newer)."""
+    return version(torch) < (2, 5)
+
+
+def version(torch: Any) -> tuple[int, int]:
+    """(major, minor) of the loaded torch: ``"2.4.1+cu121"`` is (2, 4)."""
+    found = re.match(r"(\d+)\.(\d+)", str(getattr(torch, "__version__", "")))
+    return (int(found[1]), int(found[2])) if found else (0, 0)
+
+
 def unset_fake_temporarily() -> Any:
     """A context in which tensors are made real again."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily as unset

@@ -53,9 +53,14 @@ EXPECTATIONS = {
 """What a module expects of its input, by class: the attributes a finding shows."""
 
 
+_TORCH_ERRORS = (RuntimeError, TypeError, ValueError, IndexError)
+"""What torch raises for a device, dtype or shape error."""
+
+
 def mismatch_kind(exc: BaseException) -> str | None:
-    """``device_mismatch``, ``shape_mismatch``, ``dtype_mismatch`` or ``None``."""
-    if not isinstance(exc, (RuntimeError, TypeError, ValueError, IndexError)):
+    """``device_mismatch``, ``shape_mismatch``, ``dtype_mismatch`` or ``None``, as torch's
+    message words it."""
+    if not isinstance(exc, _TORCH_ERRORS):
         return None
     try:
         message = str(exc)
@@ -68,6 +73,14 @@ def mismatch_kind(exc: BaseException) -> str | None:
     if torch_compat.DTYPE_ERROR.search(message):
         return "dtype_mismatch"
     return None
+
+
+def _devices_disagree(operands: list[Named]) -> str | None:
+    """``device_mismatch`` when the statement's tensors sit on different devices, whatever
+    torch's message says (its wording changes between versions: fake tensors on torch 2.4
+    say "Unhandled FakeTensor Device Propagation"). 0-dim CPU tensors mix with any device."""
+    devices = {str(o.device) for o in operands if o.device is not None and (o.is_module or o.shape)}
+    return "device_mismatch" if len(devices) > 1 else None
 
 
 DeclaredAt = Callable[[str, Any], "tuple[str, int] | None"]
@@ -95,17 +108,20 @@ class MismatchRule:
         self.facts = facts
 
     def observe(self, seen: Raised, /) -> list[Finding]:
-        kind = mismatch_kind(seen.exc)
         info = seen.info
         statement = info.source.statements.get(seen.line)
-        if kind is None or statement is None:
+        if statement is None or not isinstance(seen.exc, _TORCH_ERRORS):
             return []
         try:
             resolve = resolver(seen.frame)
+            operands = named_values(statement, resolve)
+            kind = mismatch_kind(seen.exc) or _devices_disagree(operands)
+            if kind is None:
+                return []
             text = str(seen.exc).strip()
             return explain_all(
                 kind,
-                named_values(statement, resolve),
+                operands,
                 self.facts.origin_of,
                 info.file,
                 seen.line,
