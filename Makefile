@@ -28,7 +28,7 @@ $(VENV)/.installed: pyproject.toml setup.py server/shapelens/engine/_library_gat
 run: install
 	$(VENV)/bin/shapelens run examples/seed_linear_fit.py
 
-test: install lint typecheck pytest pytest-other-pythons extension-unit e2e
+test: install lint typecheck pytest pytest-other-pythons test-compat extension-unit e2e
 
 lint: install
 	$(VENV)/bin/ruff check server tests bench examples
@@ -54,6 +54,11 @@ pytest-other-pythons:
 	  echo "== tests under $$($$venv/bin/python --version)"; \
 	  $$venv/bin/python -m pytest -q; \
 	done
+
+# The oldest and newest torch through --python (torch 2.4.1 on 3.10 and 3.11, 2.14.1 on
+# 3.12), each in a cached venv under .venv-compat/: at most 8 minutes (scripts/test_compat.sh).
+test-compat: install
+	PY=$(PY) PYENV_ROOT=$(PYENV_ROOT) scripts/test_compat.sh
 
 # Every script adds its table to bench/results/latest.md; docs/speed.md shows the report.
 bench: install
