@@ -151,8 +151,8 @@ def data_loader_patches(
 # -- dynamo --------------------------------------------------------------------------------
 def skip_in_dynamo(torch: Any, codes: Iterable[CodeType]) -> bool:
     """Mark ``codes`` "skip, and skip what they call" for dynamo's frame hook: a C flag per
-    code object (torch ≥ 2.6, ``set_code_exec_strategy``). False on an older torch, which
-    has no such flag: the non-finite scan then stands aside while compiling."""
+    code object (``set_code_exec_strategy``: in 2.13 and 2.14, not yet in 2.4 or 2.6).
+    False on a torch without it: the non-finite scan then stands aside while compiling."""
     try:
         eval_frame = torch._C._dynamo.eval_frame
         action = eval_frame._FrameAction.SKIP
