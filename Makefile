@@ -56,7 +56,7 @@ pytest-other-pythons:
 	done
 
 # The oldest and newest torch through --python (torch 2.4.1 on 3.10 and 3.11, 2.14.1 on
-# 3.12), each in a cached venv under .venv-compat/: at most 8 minutes (scripts/test_compat.sh).
+# 3.12), each in a cached venv under .venv-compat/, time-boxed (scripts/test_compat.sh).
 test-compat: install
 	PY=$(PY) PYENV_ROOT=$(PYENV_ROOT) scripts/test_compat.sh
 
