@@ -39,6 +39,16 @@ def need(module: str) -> ModuleType:
         pytest.skip(f"needs {module}", allow_module_level=True)
 
 
+CHILD_PYTHON = os.environ.get("SHAPELENS_TEST_PYTHON") or None
+"""The interpreter traced programs run in (``shapelens run --python``): another torch or
+Python for the compatibility stage (``make test-compat``); unset, the one running the tests."""
+
+
+def child_python() -> list[str]:
+    """``--python CHILD_PYTHON`` for ``shapelens run``, or nothing."""
+    return ["--python", CHILD_PYTHON] if CHILD_PYTHON else []
+
+
 @dataclass
 class Run:
     returncode: int
@@ -122,7 +132,8 @@ def run_cli(
     trace_path = cwd / ".trace.json"
     if trace_path.exists():
         trace_path.unlink()
-    command = [sys.executable, "-m", "shapelens", "run", "--json", str(trace_path), *args]
+    command = [sys.executable, "-m", "shapelens", "run", *child_python(), "--json", str(trace_path)]
+    command += args
     process = subprocess.run(
         command,
         cwd=cwd,
@@ -141,7 +152,7 @@ def warm_runner(env: dict[str, str]) -> Iterator[WarmRunner]:
     """A ready fork server for this interpreter, as the language server keeps one: runs
     forked from it skip the interpreter start and ``import torch`` (~2 s of CPU each). For
     tests about what a run records, not about how its process starts."""
-    runner = WarmRunner(sys.executable, env)
+    runner = WarmRunner(CHILD_PYTHON or sys.executable, env)
     try:
         deadline = time.monotonic() + 120
         while not runner.ready:

@@ -20,7 +20,7 @@ from conftest import REPO, LspSession
 ON_311 = sys.implementation.name == "cpython" and sys.version_info[:2] == (3, 11)
 PYTHON_312 = Path(sys.prefix).parent / ".venv312" / "bin" / "python"
 """Next to the venv running the tests, as the Makefile makes them."""
-PYTHON_310 = Path(os.path.expanduser("~/.pyenv/versions/3.10.13/bin/python"))
+PYTHON_39 = Path(os.path.expanduser("~/.pyenv/versions/3.9.18/bin/python"))
 
 
 def _doctor(*args: str, env: dict[str, str] | None = None, cwd: Path = REPO) -> Any:
@@ -141,13 +141,13 @@ def test_a_missing_interpreter_is_one_line_and_status_1(tmp_path: Path) -> None:
     assert done.stderr == f"shapelens doctor: Python interpreter not found: {missing}\n"
 
 
-@pytest.mark.skipif(not PYTHON_310.exists(), reason="needs pyenv's 3.10.13")
+@pytest.mark.skipif(not PYTHON_39.exists(), reason="needs pyenv's 3.9.18")
 def test_a_too_old_interpreter_is_one_line_and_status_1() -> None:
-    done = _doctor("--python", str(PYTHON_310))
+    done = _doctor("--python", str(PYTHON_39))
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
-        f"shapelens doctor: {PYTHON_310} is Python 3.10.13: ShapeLens runs programs on Python "
-        "3.11 or newer (choose another with --python, or the extension's shapelens.interpreter "
+        f"shapelens doctor: {PYTHON_39} is Python 3.9.18: ShapeLens runs programs on Python "
+        "3.10 or newer (choose another with --python, or the extension's shapelens.interpreter "
         "setting)"
     ]
 

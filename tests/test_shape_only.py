@@ -18,7 +18,7 @@ from shapelens.runner.launcher import run_traced
 from shapelens.runner.warm import WarmRunner
 from shapelens.trace.codec import SCHEMA_PATH, trace_to_json
 
-from conftest import EXAMPLES, REPO, line_of, need, run_cli, warm_runner
+from conftest import CHILD_PYTHON, EXAMPLES, REPO, child_python, line_of, need, run_cli, warm_runner
 
 torch = need("torch")
 
@@ -69,6 +69,7 @@ def test_a_billion_parameter_gpt_trains_on_simulated_cuda(  # type: ignore[no-un
             "-m",
             "shapelens",
             "run",
+            *child_python(),
             "--fake",
             "--modules",
             "--json",
@@ -230,6 +231,7 @@ def _shape_only_run(entry: Path, warm: WarmRunner) -> dict[str, Any]:
         target=entry.name,
         cwd=str(entry.parent),
         env=dict(os.environ),
+        python=CHILD_PYTHON or sys.executable,
         timeout_s=240,
         capture_output=True,
         stdin="empty",

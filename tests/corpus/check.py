@@ -201,6 +201,13 @@ def child_env() -> dict[str, str]:
     return env
 
 
+def _child_python() -> list[str]:
+    """``--python`` for the interpreter in ``SHAPELENS_TEST_PYTHON`` (the compatibility
+    stage's torch and Python), else nothing: the programs run where ShapeLens runs."""
+    python = os.environ.get("SHAPELENS_TEST_PYTHON")
+    return ["--python", python] if python else []
+
+
 def _read_findings(trace: dict[str, Any]) -> list[Finding]:
     findings: list[Finding] = []
     raw = trace.get("findings")
@@ -249,6 +256,7 @@ def _run(program: Program, timeout_s: float, trace_dir: Path) -> RunOutcome:
         "-m",
         "shapelens",
         "run",
+        *_child_python(),
         "--json",
         str(trace_path),
         "--quiet",
@@ -298,6 +306,7 @@ def _run_warm(program: Program, timeout_s: float, warm: WarmRunner) -> RunOutcom
         target=program.entry.name,
         cwd=str(program.cwd),
         env=child_env(),
+        python=os.environ.get("SHAPELENS_TEST_PYTHON") or sys.executable,
         timeout_s=timeout_s,
         capture_output=True,
         stdin="empty",

@@ -14,6 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from shapelens.engine import torch_compat
 from shapelens.engine.values import (
     ARRAY,
     CONTAINER_KINDS,
@@ -119,12 +120,12 @@ def _module_summary(module: Any) -> str:
     params = 0
     for parameter in module.parameters():
         params += parameter.numel()
-    own = list(module._parameters.items())[:SUMMARY_ENTRIES]
+    own = list(torch_compat.own_parameters(module).items())[:SUMMARY_ENTRIES]
     parts = [type(module).__name__, f"{count_text(params)} params"]
     if own:
         parts.append(", ".join(f"{n} {tensor_label(p)}" for n, p in own if p is not None))
-    elif module._modules:
-        parts.append(f"{len(module._modules)} children")
+    elif children := torch_compat.children_by_name(module):
+        parts.append(f"{len(children)} children")
     return " · ".join(parts)
 
 

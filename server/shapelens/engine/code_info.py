@@ -128,8 +128,9 @@ def _scan(
     global_names: set[str] = set()
     yield_offsets: set[int] = set()
     lines: set[int] = set()
+    line: int | None = None
     for instruction in dis.get_instructions(code):
-        line = instruction.positions.lineno if instruction.positions else None
+        line = _line_of(instruction, line)
         if line is None:
             continue
         lines.add(line)
@@ -148,3 +149,11 @@ def _scan(
         if instruction.opname == "STORE_GLOBAL":
             global_names.add(str(instruction.argval))
     return stores, global_names, yield_offsets, lines
+
+
+def _line_of(instruction: dis.Instruction, previous: int | None) -> int | None:
+    """The line of an instruction: its position (3.11+), else on 3.10 the line its run of
+    instructions started (``starts_line`` is set on the first of a line only)."""
+    if hasattr(instruction, "positions"):
+        return instruction.positions.lineno if instruction.positions else None
+    return instruction.starts_line or previous

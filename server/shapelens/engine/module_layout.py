@@ -7,12 +7,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from shapelens.engine import torch_compat
 from shapelens.engine.module_calls import ModuleStats, estimated_since_quiet
 from shapelens.engine.scope import UserCodeScope
 from shapelens.engine.source_map import SourceMaps, declared_in_class
 
 WRAPPERS = {"DistributedDataParallel": "module", "DataParallel": "module",
-            "OptimizedModule": "_orig_mod"}  # fmt: skip
+            "OptimizedModule": torch_compat.COMPILED_MODEL}  # fmt: skip
 """Wrappers shown as the model they wrap (their attribute holding it)."""
 
 Layout = list[tuple[ModuleStats, str]]

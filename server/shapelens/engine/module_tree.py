@@ -31,6 +31,7 @@ from collections.abc import Callable
 from types import CodeType, FrameType, ModuleType
 from typing import Any, Protocol
 
+from shapelens.engine import torch_compat
 from shapelens.engine.after_import import when_imported
 from shapelens.engine.module_calls import (
     ModuleStats,
@@ -126,7 +127,7 @@ class ModuleTree:
         stop watching while nothing changes (see the module's docstring)."""
 
         def on_torch(torch: ModuleType) -> None:
-            code = _call_code(torch.nn.Module)
+            code = torch_compat.module_call_code(torch.nn.Module)
             if code is None:
                 return  # a torch whose module calls we do not know how to see: no tree
             self._tensor = torch.Tensor
@@ -305,13 +306,3 @@ class ModuleTree:
         except Exception:
             self._changed = True  # a module changed while we read it: next time
             return None
-
-
-def _call_code(module_class: type) -> CodeType | None:
-    """The code every module call runs, with ``self`` and ``args`` among its locals:
-    ``_wrapped_call_impl`` (torch ≥ 2.1), else ``_call_impl``."""
-    for name in ("_wrapped_call_impl", "_call_impl"):
-        code = getattr(getattr(module_class, name, None), "__code__", None)
-        if code is not None and {"self", "args"} <= set(code.co_varnames):
-            return code  # type: ignore[no-any-return]
-    return None

@@ -18,6 +18,7 @@ Everything replaced here is put back by :meth:`ShapeOnly.remove`.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import re
 import sys
@@ -25,7 +26,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from shapelens.engine import values
+from shapelens.engine import torch_compat, values
 from shapelens.engine.after_import import when_imported
 
 STATUS = "shape_only_stop"
@@ -76,16 +77,18 @@ class ShapeOnly:
         when_imported("torch", on_torch)
 
     def _on_torch(self, torch: Any) -> None:
-        from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
-
+        FakeTensor, FakeTensorMode = torch_compat.fake_tensor_types()
         self.simulated_cuda = not torch.cuda.is_available()
         values.kind_of_type[FakeTensor] = values.TORCH  # the program's values, here
         self._patch(FakeTensor, "__repr__", _refuse_to_print)
         self._patch(torch, "save", _skip_save)
-        self._patch(torch.nn.Module, "_apply", _apply_by_replacing)
+        self._patch(torch.nn.Module, torch_compat.MODULE_APPLY, _apply_by_replacing)
         self._patch_data_loading(torch)
         if self.simulated_cuda:
             self._simulate_cuda(torch)
+        if torch_compat.gc_clears_live_fake_tensors(torch) and gc.isenabled():
+            gc.disable()  # fake tensors hold no data: a short run's cycles cost little
+            self._undo.append(gc.enable)
         mode = FakeTensorMode(allow_non_fake_inputs=True)
         mode.__enter__()
         self._undo.append(lambda: mode.__exit__(None, None, None))
@@ -111,6 +114,9 @@ class ShapeOnly:
             "memory_allocated": lambda device=None: 0,
             "max_memory_allocated": lambda device=None: 0,
             "reset_peak_memory_stats": lambda device=None: None,
+            # An optimizer's step asks it on torch < 2.6 (a CUDA build without a driver
+            # fails there); newer ones ask torch.accelerator, below.
+            "is_current_stream_capturing": lambda: False,
         }
         for name, replacement in replacements.items():
             self._patch(torch.cuda, name, replacement)
@@ -135,21 +141,16 @@ class ShapeOnly:
     def _patch_data_loading(self, torch: Any) -> None:
         """Batches are made in this process (workers would have to pickle fake tensors), and
         the sampler's indices and seeds are real numbers (they need values)."""
-        from torch._subclasses.fake_tensor import unset_fake_temporarily
-        from torch.utils.data import dataloader
 
         def real_numbers(method: Callable[..., Any]) -> Callable[..., Any]:
             def with_real_numbers(*args: Any, **kwargs: Any) -> Any:
-                with unset_fake_temporarily():
+                with torch_compat.unset_fake_temporarily():
                     return method(*args, **kwargs)
 
             return with_real_numbers
 
-        base = dataloader._BaseDataLoaderIter
-        self._patch(base, "__init__", real_numbers(base.__init__))
-        self._patch(base, "_next_index", real_numbers(base._next_index))
-        single = dataloader._SingleProcessDataLoaderIter
-        self._patch(dataloader.DataLoader, "_get_iterator", lambda loader: single(loader))
+        for owner, name, replacement in torch_compat.data_loader_patches(real_numbers):
+            self._patch(owner, name, replacement)
 
     def _patch(self, owner: Any, name: str, replacement: Any) -> None:
         had = name in vars(owner)
@@ -216,18 +217,20 @@ def _apply_by_replacing(module: Any, fn: Callable[[Any], Any], recurse: bool = T
 
     if recurse:
         for child in module.children():
-            child._apply(fn)
-    for key, param in module._parameters.items():
+            torch_compat.apply_to(child, fn)
+    parameters = torch_compat.own_parameters(module)
+    for key, param in parameters.items():
         if param is None:
             continue
         with torch.no_grad():
             applied = torch.nn.Parameter(fn(param), requires_grad=param.requires_grad)
             if param.grad is not None:
                 applied.grad = fn(param.grad)
-        module._parameters[key] = applied
-    for key, buffer in module._buffers.items():
+        parameters[key] = applied
+    buffers = torch_compat.own_buffers(module)
+    for key, buffer in buffers.items():
         if buffer is not None:
-            module._buffers[key] = fn(buffer)
+            buffers[key] = fn(buffer)
     return module
 
 
@@ -254,15 +257,12 @@ def _target_name(f: Any) -> str:
 
 
 _CUDA = re.compile(r"^cuda(:\d+)?$")
-_REDUCTION_DIM = re.compile(
-    r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]\.?"
-)
 
 
 def as_the_device_says(text: str, *, simulate_cuda: bool) -> str:
     """An error message of a fake kernel as the real device words it: a matrix product's
     shapes as cuBLAS/CPU report them, ``meta`` as ``cuda:0`` when CUDA is simulated."""
-    text = _REDUCTION_DIM.sub(
+    text = torch_compat.FAKE_MATMUL_ERROR.sub(
         lambda m: "mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})".format(*m.groups()),
         text,
     )
@@ -277,9 +277,9 @@ def _as_on_the_device(torch: Any, *, simulate_cuda: bool) -> Any:
     positions, ``random_split``'s order) are real, and so is what is computed from real
     tensors alone: they do not depend on the data, and nanoGPT's ``for i in ix:
     data[i : i + block_size]`` needs them as numbers. Everything else is fake."""
-    from torch._subclasses.fake_tensor import FakeTensor, unset_fake_temporarily
-    from torch.utils._pytree import tree_leaves
-
+    FakeTensor, _ = torch_compat.fake_tensor_types()
+    unset_fake_temporarily = torch_compat.unset_fake_temporarily
+    tree_leaves = torch_compat.tree_leaves
     meta = torch.device("meta")
     tensor_to = torch.Tensor.to
     tensor_cuda = torch.Tensor.cuda

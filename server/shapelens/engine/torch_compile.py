@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from types import CodeType, FrameType, FunctionType, ModuleType
 from typing import Any, Literal
 
+from shapelens.engine import torch_compat
 from shapelens.engine.after_import import AfterImport
 from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import UserCodeScope
@@ -109,14 +110,8 @@ class CompileControl:
             setattr(torch, "compile", self._wrap(original, torch_dir))  # noqa: B010
 
     def _keep_out_of_dynamo(self, torch: ModuleType) -> None:
-        try:
-            eval_frame = torch._C._dynamo.eval_frame
-            action = eval_frame._FrameAction.SKIP
-            strategy = eval_frame._FrameExecStrategy(action, action)
-            for code in nested_codes([*engine_functions(), *self.callbacks]):
-                eval_frame.set_code_exec_strategy(code, strategy)
-        except (AttributeError, ImportError, RuntimeError, TypeError):
-            pass  # an older torch: the non-finite scan still stands aside while compiling
+        # On a torch without the flag, the non-finite scan still stands aside while compiling.
+        torch_compat.skip_in_dynamo(torch, nested_codes([*engine_functions(), *self.callbacks]))
 
     def _wrap(self, original: Callable[..., Any], torch_dir: str) -> Callable[..., Any]:
         @functools.wraps(original)

@@ -13,6 +13,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from shapelens.engine import torch_compat
+
 IGNORED = 0
 TORCH = 1
 ARRAY = 2
@@ -69,7 +71,7 @@ def _classify(value: Any, tp: type) -> int:
         # FakeTensor, FunctionalTensor: stand-ins while torch.compile/export trace user code
         # (an allow_in_graph function, a custom op's fake kernel). No data, symbolic shapes
         # whose every comparison would add a guard to their graph: not the user's values.
-        return IGNORED if tp.__module__.startswith("torch._subclasses.") else TORCH
+        return IGNORED if torch_compat.is_stand_in(tp) else TORCH
     if tp is list or tp is tuple:
         return SEQUENCE
     if issubclass(tp, tuple) and (hasattr(tp, "_fields") or hasattr(tp, "n_fields")):
@@ -147,7 +149,7 @@ def safe_attribute(obj: Any, attr: str) -> Any:
         return None
     if attr in table:
         return table[attr]
-    for registry in ("_parameters", "_buffers", "_modules"):
+    for registry in torch_compat.MODULE_REGISTRIES:
         entries = table.get(registry)
         if isinstance(entries, dict) and attr in entries:
             return entries[attr]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from shapelens.runner._bootstrap import MINIMUM, TOO_OLD_EXIT
 from shapelens.runner.contract import ChildConfig, RunRequest
 from shapelens.runner.protocol import FrameReader
 from shapelens.runner.warm import WarmProcess, WarmRunner
@@ -117,9 +118,28 @@ def run_traced(
     for pump in pumps:
         pump.join()
     builder.crash_report(_read_available(crash_read), cwd)
+    if not builder.python and builder.error is None and outcome is None:
+        builder.error = not_started(python, process.returncode)
     duration = time.monotonic() - started
     trace = builder.build(duration_s=duration, returncode=process.returncode, outcome=outcome)
     return RunResult(trace=trace, error=builder.error)
+
+
+def not_started(python: str, returncode: int | None) -> str:
+    """Why the child ended before it said hello: ShapeLens never ran in it (an interpreter
+    too old, a broken installation), so the run is an error, never an ``ok``."""
+    if returncode == TOO_OLD_EXIT:
+        needed = ".".join(map(str, MINIMUM))
+        return (
+            f"{python} is older than Python {needed}: ShapeLens runs programs on Python "
+            f"{needed} or newer (choose another with --python, or the extension's "
+            "shapelens.interpreter setting)"
+        )
+    if returncode is not None and returncode < 0:
+        ended = f"was killed by signal {-returncode}"
+    else:
+        ended = f"exited with status {returncode}"
+    return f"{python} {ended} before ShapeLens could start in it (its error output says why)"
 
 
 def checked_target(request: RunRequest) -> tuple[str, str]:

@@ -12,7 +12,7 @@ import platform
 import sys
 from typing import Any
 
-MINIMUM = (3, 11)
+MINIMUM = (3, 10)
 """The oldest Python the traced child runs on."""
 
 

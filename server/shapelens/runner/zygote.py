@@ -24,18 +24,15 @@ MAX_REQUEST = 1 << 20
 FD_NAMES = ("stdout", "stderr", "channel", "control", "crash")
 
 
-TORCH_LAZY_MODULES = ("torch._dynamo", "torch.profiler._cupti_monitor", "torch.utils.data")
-"""What torch imports only when first used (``optimizer.step()`` pulls in ``torch._dynamo``:
-about 1 s): imported once here, not in every forked child. torch's own modules only."""
-
-
 def _preload() -> None:
+    from shapelens.engine import torch_compat  # sys.path holds the package from here on
+
     try:
         import torch  # noqa: F401  (the point of a warm runner)
     except ImportError:
         pass
     else:
-        for name in TORCH_LAZY_MODULES:
+        for name in torch_compat.LAZY_MODULES:  # once here, not in every child
             with contextlib.suppress(Exception):  # a torch build without one of them
                 importlib.import_module(name)
     import shapelens.runner.child  # noqa: F401

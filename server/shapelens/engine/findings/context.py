@@ -10,7 +10,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from shapelens.engine import values
+from shapelens.engine import torch_compat, values
 from shapelens.engine.code_info import CodeInfo
 from shapelens.engine.findings.finding import Operand
 from shapelens.engine.run_records import VarStats
@@ -159,7 +159,11 @@ def _named(label: str, value: Any) -> Named | None:
                 False,
             )
         table = getattr(value, "__dict__", None)
-        if isinstance(table, dict) and "_parameters" in table and hasattr(value, "parameters"):
+        if (
+            isinstance(table, dict)
+            and torch_compat.is_module_state(table)
+            and hasattr(value, "parameters")
+        ):
             first = next(iter(value.parameters()), None)
             if first is not None:
                 return Named(label, value, None, first.dtype, first.device, True)

@@ -16,6 +16,7 @@ from dataclasses import replace
 from types import FrameType
 from typing import Any
 
+from shapelens.engine import torch_compat
 from shapelens.engine.code_info import CodeInfo
 from shapelens.engine.findings.context import (
     Named,
@@ -29,30 +30,7 @@ from shapelens.engine.findings.context import (
 from shapelens.engine.findings.finding import Finding, ModuleFacts, Operand
 from shapelens.engine.source_map import declared_in_class
 
-_DEVICE_ERROR = re.compile(
-    r"same device|two devices|expected device|not on the expected device|backend (cpu|cuda)"
-    r"|device type|on device \w+",
-    re.IGNORECASE,
-)
-_DTYPE_ERROR = re.compile(
-    r"dtype|scalar type|must be bool|boolean mask|same type"
-    r"|expected .* but got .*(float|double|long|int|half)",
-    re.IGNORECASE,
-)
-
-
-_SHAPE_ERROR = re.compile(
-    r"shapes cannot be multiplied|size mismatch|is invalid for input of size"
-    r"|sizes of tensors must match|must match the size of tensor|to have \d+ channels"
-    r"|expected input batch_size|multi-target not supported|expects each tensor to be equal size"
-    r"|view size is not compatible|inconsistent tensor size|expected target size"
-    r"|expected \d+D .*input|mat1 dim 1 must match|dimension out of range"
-    r"|target size .* different to the input size",
-    re.IGNORECASE,
-)
 _FLOATS = ("float", "bfloat", "half", "double", "complex")
-_WANTS_BOOL = re.compile(r"boolean mask|must be bool|bool(ean)? (tensor|dtype)|supports boolean")
-_WANTS_INTEGER = re.compile(r"\b(Long|Int)\b|int64|indices", re.IGNORECASE)
 _INDEX_CALL = re.compile(r"emb|cross_entropy|nll|criterion|loss|gather|index_select|one_hot")
 EXPECTATIONS = {
     "Linear": ("in_features",),
@@ -75,21 +53,34 @@ EXPECTATIONS = {
 """What a module expects of its input, by class: the attributes a finding shows."""
 
 
+_TORCH_ERRORS = (RuntimeError, TypeError, ValueError, IndexError)
+"""What torch raises for a device, dtype or shape error."""
+
+
 def mismatch_kind(exc: BaseException) -> str | None:
-    """``device_mismatch``, ``shape_mismatch``, ``dtype_mismatch`` or ``None``."""
-    if not isinstance(exc, (RuntimeError, TypeError, ValueError, IndexError)):
+    """``device_mismatch``, ``shape_mismatch``, ``dtype_mismatch`` or ``None``, as torch's
+    message words it."""
+    if not isinstance(exc, _TORCH_ERRORS):
         return None
     try:
         message = str(exc)
     except Exception:
         return None
-    if _DEVICE_ERROR.search(message):
+    if torch_compat.DEVICE_ERROR.search(message):
         return "device_mismatch"
-    if _SHAPE_ERROR.search(message):
+    if torch_compat.SHAPE_ERROR.search(message):
         return "shape_mismatch"
-    if _DTYPE_ERROR.search(message):
+    if torch_compat.DTYPE_ERROR.search(message):
         return "dtype_mismatch"
     return None
+
+
+def _devices_disagree(operands: list[Named]) -> str | None:
+    """``device_mismatch`` when the statement's tensors sit on different devices, whatever
+    torch's message says (its wording changes between versions: fake tensors on torch 2.4
+    say "Unhandled FakeTensor Device Propagation"). 0-dim CPU tensors mix with any device."""
+    devices = {str(o.device) for o in operands if o.device is not None and (o.is_module or o.shape)}
+    return "device_mismatch" if len(devices) > 1 else None
 
 
 DeclaredAt = Callable[[str, Any], "tuple[str, int] | None"]
@@ -117,17 +108,20 @@ class MismatchRule:
         self.facts = facts
 
     def observe(self, seen: Raised, /) -> list[Finding]:
-        kind = mismatch_kind(seen.exc)
         info = seen.info
         statement = info.source.statements.get(seen.line)
-        if kind is None or statement is None:
+        if statement is None or not isinstance(seen.exc, _TORCH_ERRORS):
             return []
         try:
             resolve = resolver(seen.frame)
+            operands = named_values(statement, resolve)
+            kind = mismatch_kind(seen.exc) or _devices_disagree(operands)
+            if kind is None:
+                return []
             text = str(seen.exc).strip()
             return explain_all(
                 kind,
-                named_values(statement, resolve),
+                operands,
                 self.facts.origin_of,
                 info.file,
                 seen.line,
@@ -219,9 +213,9 @@ def explain_all(
         ]  # fmt: skip
     found = []
     main = None
-    if kind == "dtype_mismatch" and _WANTS_BOOL.search(error):
+    if kind == "dtype_mismatch" and torch_compat.WANTS_BOOL_ERROR.search(error):
         main = _wrong_kind(operands, origin_of, file, line, error, "bool", _is_integer, declared_at)
-    elif kind == "dtype_mismatch" and _WANTS_INTEGER.search(error):
+    elif kind == "dtype_mismatch" and torch_compat.WANTS_INTEGER_ERROR.search(error):
         main = _float_indices(operands, origin_of, file, line, error, statement, declared_at)
     if main is None:
         main = explain(kind, operands, origin_of, file, line, error, declared_at=declared_at)

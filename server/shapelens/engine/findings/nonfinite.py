@@ -19,7 +19,7 @@ import sys
 from types import FrameType
 from typing import Any
 
-from shapelens.engine import values
+from shapelens.engine import torch_compat, values
 from shapelens.engine.code_info import CodeInfo
 from shapelens.engine.findings.context import RunFacts, inputs_of
 from shapelens.engine.findings.finding import Finding, Operand
@@ -177,8 +177,7 @@ def _tracing(torch: Any) -> bool:
     is_compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None)
     if is_compiling is not None and is_compiling():
         return True
-    modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
-    return modes is not None and bool(modes())
+    return torch_compat.dispatch_mode_active(torch)
 
 
 def _numpy_flags(array: Any, max_elements: int) -> tuple[bool, bool] | None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from shapelens.engine import torch_compat
 from shapelens.engine.findings.elementwise import OPERATOR_NAMES
 
 # torch function name → (operator as written, operands reversed)
@@ -59,11 +60,10 @@ class OpWatch:
         if self._mode is None:
             self._mode = _make_mode(torch, self)
             self._torch_dir = os.path.dirname(str(torch.__file__))
-        stack = torch._C
         if not self._frames:
-            if stack._len_torch_function_stack() != self.base_depth:
+            if torch_compat.function_mode_depth(torch) != self.base_depth:
                 return False  # the user's own mode is active: never reorder their stack
-            stack._push_on_torch_function_stack(self._mode)
+            torch_compat.push_function_mode(torch, self._mode)
         self._frames[id(frame)] = frame
         return True
 
@@ -71,10 +71,8 @@ class OpWatch:
         if self._frames.pop(id(frame), None) is None or self._frames:
             return
         torch = sys.modules["torch"]
-        stack = torch._C
-        depth = stack._len_torch_function_stack()
-        if depth and stack._get_function_stack_at(depth - 1) is self._mode:
-            stack._pop_torch_function_stack()
+        if torch_compat.top_function_mode(torch) is self._mode:
+            torch_compat.pop_function_mode(torch)
         else:
             self._frames[id(frame)] = frame  # a user mode sits on ours: end when it is gone
 

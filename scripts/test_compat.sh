@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The compatibility stage of `make test` (`make test-compat`): the corpus, shape-only runs and
+# the module tree on the oldest and newest torch, each traced program run through
+# `shapelens run --python <that venv's python>` as a user with their own venv would.
+#   torch 2.4.1 on Python 3.10 and 3.11, torch 2.14.1 on Python 3.12.
+# The tests themselves run in the main venv ($PY). Each set has its own venv, made once
+# under .venv-compat/ (git-ignored) and reused. The runs are time-boxed together to
+# COMPAT_BUDGET_S seconds (default 480: 8 minutes on 2 cores); making a venv is not counted.
+set -euo pipefail
+PY=${PY:-.venv/bin/python}
+PYENV_ROOT=${PYENV_ROOT:-$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")}
+BUDGET=${COMPAT_BUDGET_S:-480}
+ALL="tests/test_corpus.py tests/test_shape_only.py tests/test_module_tree.py"
+# name, interpreter version, pins, test files. 3.11 with torch 2.4 shares its torch with the
+# 3.10 set and its Python with the main venv: the fake tensors only, what broke on 2.4 (the
+# stage took 745 s with the corpus and module tree there too, on a busy 2-core machine).
+SETS=(
+  "py310-torch24|3.10.13|torch==2.4.1 numpy<2|$ALL"
+  "py311-torch24|3.11.7|torch==2.4.1 numpy<2|tests/test_shape_only.py"
+  "py312-torch214|3.12.1|torch==2.14.1 numpy|$ALL"
+)
+
+venv_for() {  # name version pins: the venv's python, made when missing
+  local venv=.venv-compat/$1 interpreter=$PYENV_ROOT/versions/$2/bin/python
+  if [ ! -f "$venv/.installed" ]; then
+    if [ ! -x "$interpreter" ]; then
+      echo "make test-compat needs $interpreter (pyenv install $2)" >&2; exit 1
+    fi
+    rm -rf "$venv"
+    "$interpreter" -m venv "$venv"
+    # shellcheck disable=SC2086  # the pins are words
+    "$venv/bin/python" -m pip install -q $3 >&2
+    touch "$venv/.installed"
+  fi
+  echo "$venv/bin/python"
+}
+
+pythons=()
+for set in "${SETS[@]}"; do
+  IFS="|" read -r name version pins _ <<<"$set"
+  pythons+=("$(venv_for "$name" "$version" "$pins")")
+done
+
+started=$SECONDS
+for index in "${!SETS[@]}"; do
+  IFS="|" read -r name _ _ files <<<"${SETS[$index]}"
+  left=$((BUDGET - (SECONDS - started)))
+  python=${pythons[$index]}
+  echo "== compatibility: $name ($("$python" -c 'import sys, torch; print("Python %d.%d.%d" % sys.version_info[:3], "torch", torch.__version__)')), ${left}s left"
+  if [ "$left" -le 0 ]; then echo "the compatibility stage ran past ${BUDGET}s" >&2; exit 1; fi
+  # shellcheck disable=SC2086  # the files are words
+  SHAPELENS_TEST_PYTHON=$PWD/$python timeout "$left" "$PY" -m pytest -q -p no:cacheprovider \
+    $files -k "not language_server" \
+    || { status=$?; [ $status -eq 124 ] && echo "the compatibility stage ran past ${BUDGET}s" >&2; exit $status; }
+done
+echo "== compatibility stage: $((SECONDS - started))s of ${BUDGET}s"

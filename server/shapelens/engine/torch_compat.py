@@ -1,0 +1,200 @@
+"""Every private torch name ShapeLens touches, in one place, for torch 2.4 to 2.14.
+
+torch's public API does not offer what a tracer needs (the function-mode stack, the
+code every module call runs, fake tensors, dynamo's per-code skip flag), so these are
+private names that change between releases. Each function says which versions need which
+branch; ``tests/test_torch_compat.py`` fails when another module of the package names one,
+and the compatibility stage (``make test-compat``) runs the oldest and newest torch.
+
+Nothing here imports torch: each function takes the loaded ``torch`` (or its objects).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from types import CodeType
+from typing import Any
+
+LAZY_MODULES = ("torch._dynamo", "torch.profiler._cupti_monitor", "torch.utils.data")
+"""What torch imports only when first used (``optimizer.step()`` pulls in ``torch._dynamo``:
+about 1 s): the warm runner imports them once. A build without one skips it."""
+
+MODULE_APPLY = "_apply"
+"""``nn.Module``'s method behind ``.to()``, ``.cuda()``, ``.half()`` (every 2.x)."""
+
+
+# -- torch function modes (torch._C's stack: the same five functions in 2.0 to 2.14) -------
+def function_mode_depth(torch: Any) -> int:
+    return int(torch._C._len_torch_function_stack())
+
+
+def push_function_mode(torch: Any, mode: Any) -> None:
+    torch._C._push_on_torch_function_stack(mode)
+
+
+def top_function_mode(torch: Any) -> Any:
+    """The innermost torch function mode, or None."""
+    depth = function_mode_depth(torch)
+    return torch._C._get_function_stack_at(depth - 1) if depth else None
+
+
+def pop_function_mode(torch: Any) -> None:
+    torch._C._pop_torch_function_stack()
+
+
+def dispatch_mode_active(torch: Any) -> bool:
+    """A dispatch mode (fake tensors, a user's mode) is active. Every 2.x has the stack's
+    length; a build without it counts as none."""
+    length = getattr(torch._C, "_len_torch_dispatch_stack", None)
+    return length is not None and bool(length())
+
+
+# -- nn.Module -----------------------------------------------------------------------------
+def module_call_code(module_class: type) -> CodeType | None:
+    """The code every module call runs, with ``self`` and ``args`` among its locals:
+    ``_wrapped_call_impl`` (torch ≥ 2.1, so every supported version), else ``_call_impl``
+    (torch 2.0)."""
+    for name in ("_wrapped_call_impl", "_call_impl"):
+        code = getattr(getattr(module_class, name, None), "__code__", None)
+        if code is not None and {"self", "args"} <= set(code.co_varnames):
+            return code  # type: ignore[no-any-return]
+    return None
+
+
+MODULE_REGISTRIES = ("_parameters", "_buffers", "_modules")
+"""Where an ``nn.Module`` keeps its parameters, buffers and children (every 2.x)."""
+COMPILED_MODEL = "_orig_mod"
+"""The attribute of ``torch.compile``'s ``OptimizedModule`` holding the model (every 2.x)."""
+
+
+def is_module_state(table: dict[str, Any]) -> bool:
+    """``table`` (an object's ``__dict__``) is an ``nn.Module``'s: it holds its parameters."""
+    return MODULE_REGISTRIES[0] in table
+
+
+def own_parameters(module: Any) -> dict[str, Any]:
+    """The module's own parameters by name, ``None`` entries included (the live dict)."""
+    return module._parameters  # type: ignore[no-any-return]
+
+
+def own_buffers(module: Any) -> dict[str, Any]:
+    """The module's own buffers by name (the live dict)."""
+    return module._buffers  # type: ignore[no-any-return]
+
+
+def children_by_name(module: Any) -> dict[str, Any]:
+    """The module's direct children by name (the live dict)."""
+    return module._modules  # type: ignore[no-any-return]
+
+
+def apply_to(module: Any, fn: Callable[[Any], Any]) -> Any:
+    return getattr(module, MODULE_APPLY)(fn)
+
+
+# -- fake tensors (torch._subclasses: the same names in 2.4 to 2.14) -----------------------
+def fake_tensor_types() -> tuple[type, type]:
+    """(FakeTensor, FakeTensorMode)."""
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+
+    return FakeTensor, FakeTensorMode
+
+
+def gc_clears_live_fake_tensors(torch: Any) -> bool:
+    """torch 2.4: the cyclic garbage collector can empty the ``__dict__`` of a FakeTensor that
+    autograd still holds, and the backward pass fails with "'FakeTensor' object has no
+    attribute 'fake_mode'" (seen in clean programs under the tracer, which changes when
+    collections happen; not seen on 2.6 and newer)."""
+    return version(torch) < (2, 5)
+
+
+def version(torch: Any) -> tuple[int, int]:
+    """(major, minor) of the loaded torch: ``"2.4.1+cu121"`` is (2, 4)."""
+    found = re.match(r"(\d+)\.(\d+)", str(getattr(torch, "__version__", "")))
+    return (int(found[1]), int(found[2])) if found else (0, 0)
+
+
+def unset_fake_temporarily() -> Any:
+    """A context in which tensors are made real again."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily as unset
+
+    return unset()
+
+
+def is_stand_in(tensor_type: type) -> bool:
+    """FakeTensor, FunctionalTensor: stand-ins while torch.compile/export trace user code."""
+    return tensor_type.__module__.startswith("torch._subclasses.")
+
+
+def tree_leaves(tree: Any) -> list[Any]:
+    from torch.utils._pytree import tree_leaves as leaves
+
+    return leaves(tree)
+
+
+def data_loader_patches(
+    real_numbers: Callable[[Callable[..., Any]], Callable[..., Any]],
+) -> list[tuple[Any, str, Any]]:
+    """(owner, name, replacement): batches made in this process, with the sampler's indices
+    and seeds real numbers (``_BaseDataLoaderIter`` and ``_get_iterator``: every 2.x)."""
+    from torch.utils.data import dataloader
+
+    base = dataloader._BaseDataLoaderIter
+    single = dataloader._SingleProcessDataLoaderIter
+    return [
+        (base, "__init__", real_numbers(base.__init__)),
+        (base, "_next_index", real_numbers(base._next_index)),
+        (dataloader.DataLoader, "_get_iterator", lambda loader: single(loader)),
+    ]
+
+
+# -- dynamo --------------------------------------------------------------------------------
+def skip_in_dynamo(torch: Any, codes: Iterable[CodeType]) -> bool:
+    """Mark ``codes`` "skip, and skip what they call" for dynamo's frame hook: a C flag per
+    code object (``set_code_exec_strategy``: in 2.13 and 2.14, not yet in 2.4 or 2.6).
+    False on a torch without it: the non-finite scan then stands aside while compiling."""
+    try:
+        eval_frame = torch._C._dynamo.eval_frame
+        action = eval_frame._FrameAction.SKIP
+        strategy = eval_frame._FrameExecStrategy(action, action)
+        for code in codes:
+            eval_frame.set_code_exec_strategy(code, strategy)
+    except (AttributeError, ImportError, RuntimeError, TypeError):
+        return False
+    return True
+
+
+# -- torch's error wordings ----------------------------------------------------------------
+DEVICE_ERROR = re.compile(
+    r"same device|two devices|expected device|not on the expected device|backend (cpu|cuda)"
+    r"|device type|on device \w+"
+    # fake tensors, torch 2.4: "Unhandled FakeTensor Device Propagation for aten.mul.Tensor,
+    # found two different devices cpu, meta" (2.5+: "Expected all tensors to be on the same device")
+    r"|different devices",
+    re.IGNORECASE,
+)
+DTYPE_ERROR = re.compile(
+    r"dtype|scalar type|must be bool|boolean mask|same type"
+    r"|expected .* but got .*(float|double|long|int|half)",
+    re.IGNORECASE,
+)
+SHAPE_ERROR = re.compile(
+    r"shapes cannot be multiplied|size mismatch|is invalid for input of size"
+    r"|sizes of tensors must match|must match the size of tensor|to have \d+ channels"
+    r"|expected input batch_size|multi-target not supported|expects each tensor to be equal size"
+    r"|view size is not compatible|inconsistent tensor size|expected target size"
+    r"|expected \d+D .*input|mat1 dim 1 must match|dimension out of range"
+    r"|target size .* different to the input size",
+    re.IGNORECASE,
+)
+WANTS_BOOL_ERROR = re.compile(
+    r"boolean mask|must be bool|bool(ean)? (tensor|dtype)|supports boolean"
+)
+"""A dtype error that asks for a bool tensor (a mask)."""
+WANTS_INTEGER_ERROR = re.compile(r"\b(Long|Int)\b|int64|indices", re.IGNORECASE)
+"""A dtype error that asks for integer indices."""
+FAKE_MATMUL_ERROR = re.compile(
+    r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]\.?"
+)
+"""A matrix product's shape error as a fake (meta) kernel words it, every 2.x; the real
+device says "mat1 and mat2 shapes cannot be multiplied"."""
