@@ -33,6 +33,7 @@ class CodeInfo:
     __slots__ = (
         "arg_names",
         "broadcast_lines",
+        "checked_lines",
         "counter_of",
         "def_line",
         "definitions",
@@ -107,6 +108,9 @@ class CodeInfo:
             line: sites for line, sites in source.op_sites.items() if line in statements
         }
         self.broadcast_lines = set(self.elementwise) | set(self.op_sites)
+        # Checked on hits 1, 2, 4, ...: broadcasts, and the op watch (every torch call's
+        # operands, a failing one's explained).
+        self.checked_lines = self.broadcast_lines | (source.call_lines & statements)
         # What paces each statement (see SourceMap.counter_of), for estimating the hits of
         # statements whose line events were switched off (sys.monitoring backend).
         self.counter_of = {

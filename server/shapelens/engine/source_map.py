@@ -101,6 +101,9 @@ class SourceMap:
     """Statement → the statement whose hits pace it: its innermost enclosing loop's header,
     else its function's ``def`` line (calls). Absent at module level outside loops."""
     loop_headers: frozenset[int] = frozenset()
+    call_lines: frozenset[int] = frozenset()
+    """Simple statements that may call torch (a call, an operator, a subscript): the op
+    watch follows them on their checked hits (a failing call explained from its operands)."""
     target_stores: dict[int, tuple[str, ...]] = field(default_factory=dict)
     """Statement → what it stores into that is not a plain name: ``self.weight`` for
     ``self.weight = …``, ``pe`` for ``pe[:, 0::2] = …`` (read after the store)."""
@@ -165,6 +168,13 @@ def _has_elementwise(stmt: ast.stmt) -> bool:
         or _called_operator(n) is not None
         for n in ast.walk(stmt)
     )
+
+
+_CALLING = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript)
+
+
+def _may_call_torch(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.AugAssign) or any(isinstance(n, _CALLING) for n in ast.walk(stmt))
 
 
 def _called_operator(node: ast.AST) -> tuple[str, ast.expr, ast.expr] | None:
@@ -305,6 +315,7 @@ def build_source_map(path: str, source: str) -> SourceMap:
     op_sites: dict[int, tuple[OpSite, ...]] = {}
     statements: dict[int, ast.AST] = {}
     target_stores: dict[int, tuple[str, ...]] = {}
+    call_lines: set[int] = set()
     # ast.walk visits parents before children, so inner statements win shared lines.
     for node in ast.walk(tree):
         if isinstance(node, ast.ExceptHandler):
@@ -330,6 +341,8 @@ def build_source_map(path: str, source: str) -> SourceMap:
                 if candidates:
                     elementwise[start] = elementwise.get(start, ()) + candidates
                 op_sites[start] = op_sites.get(start, ()) + _op_sites(node, source, parents)
+            if _may_call_torch(node):
+                call_lines.add(start)
         statements.setdefault(start, node)
         stored = _target_stores(node)
         if stored:
@@ -347,6 +360,7 @@ def build_source_map(path: str, source: str) -> SourceMap:
         statements=statements,
         counter_of=counter_of,
         loop_headers=loop_headers,
+        call_lines=frozenset(call_lines),
         target_stores=target_stores,
     )
 

@@ -33,6 +33,7 @@ from typing import Any
 from shapelens.engine.code_info import NO_STATEMENT, CodeInfo
 from shapelens.engine.findings.broadcast import BroadcastRule, LineStarting, OpRan
 from shapelens.engine.findings.context import RunFacts
+from shapelens.engine.findings.failed_call import CallFailed, FailedCallRule
 from shapelens.engine.findings.finding import Finding
 from shapelens.engine.findings.library_warnings import LibraryWarningRule, Warned, WarningListener
 from shapelens.engine.findings.mismatch import MismatchRule, Raised
@@ -78,14 +79,18 @@ class StatementRecorder:
         events. Keyed by id: hashing a code object hashes its bytecode and constants, up to
         4 µs for a torch function on 3.12; the codes are kept alive, so no id is reused."""
         self._seen_codes: list[CodeType] = []
-        self.op_watch = OpWatch(self._on_op)
+        self.op_watch = OpWatch(self._on_op, self.known)
+        self._watch_calls = findings.mismatch
+        """Whether every checked statement is watched (a failing torch call explained)."""
         self._reader = Reader(records)
         self._read_names = self._reader.read_names
         facts = RunFacts(records.origin_of, self.sources, scope)
         self._nonfinite = NonfiniteRule(facts, findings)
         self._broadcast: Rule[LineStarting | OpRan] = BroadcastRule(facts)
         self._library_warnings: Rule[Warned] = LibraryWarningRule(facts)
-        self._mismatch: Rule[Raised] = MismatchRule(facts)
+        mismatch = MismatchRule(facts)
+        self._mismatch: Rule[Raised] = mismatch
+        self._failed_call: Rule[CallFailed] = FailedCallRule(facts, mismatch)
         if findings.nonfinite:
             self._reader.check_value = self._check_value
         self._last_exception: tuple[int, type] | None = None
@@ -167,7 +172,7 @@ class StatementRecorder:
         watched = self._op_statements
         end_op_statement = self._end_op_statement
         read = self._read
-        check_broadcast = self._check_broadcast
+        check_statement = self._check_statement
 
         def statement_started(
             frame: FrameType, info: CodeInfo, previous: int, statement: int
@@ -198,9 +203,9 @@ class StatementRecorder:
             if statement in info.definitions:
                 return 0
             count = hits[statement] = hits.get(statement, 0) + 1
-            # Broadcasts are checked on hits 1, 2, 4, 8, ...: shapes rarely change there.
-            if not count & (count - 1) and statement in info.broadcast_lines:
-                check_broadcast(frame, info, statement)
+            # Checked on hits 1, 2, 4, 8, ...: shapes rarely change elsewhere.
+            if not count & (count - 1) and statement in info.checked_lines:
+                check_statement(frame, info, statement)
             return count
 
         return statement_started
@@ -247,6 +252,7 @@ class StatementRecorder:
     def exception_raised(self, frame: FrameType, info: CodeInfo, exc: BaseException | None) -> None:
         """``exc`` was raised in ``frame`` (or passes through it): its running statement did
         not complete. Explains a shape or dtype error, reported if the run ends with it."""
+        failed = self.op_watch.failure_in(frame, exc) if exc is not None else None
         if self._op_statements:
             self._end_op_statement(frame)
         # Exceptions can't be weakly referenced and a strong reference would keep their
@@ -258,7 +264,11 @@ class StatementRecorder:
         if not self.findings.mismatch:
             return
         line = info.statement_of.get(frame.f_lineno, frame.f_lineno)
-        found = self._mismatch.observe(Raised(exc=exc, frame=frame, info=info, line=line))
+        found = []
+        if failed is not None:  # the call itself was seen: explained by what it was passed
+            found = self._failed_call.observe(CallFailed(failed=failed, info=info, line=line))
+        if not found:  # a hit the op watch did not follow: the values the statement names
+            found = self._mismatch.observe(Raised(exc=exc, frame=frame, info=info, line=line))
         if found:
             self._pending_errors = [*self._pending_errors[-7:], (key, found)]
 
@@ -383,15 +393,19 @@ class StatementRecorder:
             self._add(found)
         return True
 
-    def _check_broadcast(self, frame: FrameType, info: CodeInfo, line: int) -> None:
-        if not self.findings.broadcast:
-            info.broadcast_lines.discard(line)
-            return
-        if info.elementwise.get(line):
-            seen = LineStarting(frame=frame, info=info, line=line)
-            if self._report_broadcast(info, line, self._broadcast.observe(seen)):
-                return
-        if line in info.op_sites and self.op_watch.begin(frame):
+    def _check_statement(self, frame: FrameType, info: CodeInfo, line: int) -> None:
+        """A checked hit of ``line`` starts: check its broadcasts by name, and watch the torch
+        calls it makes (operands of elementwise ops, a call that fails)."""
+        watch_ops = line in info.op_sites
+        if line in info.broadcast_lines:
+            if not self.findings.broadcast:
+                info.broadcast_lines.discard(line)
+                watch_ops = False
+            elif info.elementwise.get(line):
+                seen = LineStarting(frame=frame, info=info, line=line)
+                if self._report_broadcast(info, line, self._broadcast.observe(seen)):
+                    watch_ops = False
+        if (watch_ops or self._watch_calls) and self.op_watch.begin(frame):
             self._op_statements[id(frame)] = (info, line, {})
 
     def _end_op_statement(self, frame: FrameType) -> None:
@@ -405,6 +419,8 @@ class StatementRecorder:
         if entry is None:
             return
         info, line, counts = entry
+        if line not in info.broadcast_lines:
+            return  # reported already, or broadcasts are off
         sites = [site for site in info.op_sites.get(line, ()) if site.op == op]
         if not sites:
             return

@@ -132,6 +132,12 @@ def tree_leaves(tree: Any) -> list[Any]:
     return leaves(tree)
 
 
+def tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
+    from torch.utils._pytree import tree_map as map_leaves
+
+    return map_leaves(fn, tree)
+
+
 def data_loader_patches(
     real_numbers: Callable[[Callable[..., Any]], Callable[..., Any]],
 ) -> list[tuple[Any, str, Any]]:

@@ -44,6 +44,13 @@ def finding_detail(finding: Finding) -> str:
 
 
 def _body(finding: Finding) -> str:
+    body = _sentence(finding)
+    if finding.op is not None:
+        body = f"{finding.op} failed: {body}"
+    return f"{body}; {finding.advice}" if finding.advice else body
+
+
+def _sentence(finding: Finding) -> str:
     if finding.kind == "broadcast":
         return _broadcast(finding)
     if finding.kind == "nonfinite":

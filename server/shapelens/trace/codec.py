@@ -14,6 +14,7 @@ from typing import Any
 from shapelens._version import __version__
 from shapelens.trace.messages import json_number, read_numbers
 from shapelens.trace.model import (
+    CauseStep,
     CellSource,
     CompileMode,
     ExceptionInfo,
@@ -134,9 +135,16 @@ def finding_to_json(f: Finding) -> dict[str, Any]:
         "error": f.error,
         "expected": f.expected,
         "rank": f.rank,
+        "op": f.op,
+        "advice": f.advice,
         "note": f.note,
     }
     out.update({k: v for k, v in facts.items() if v is not None})
+    if f.chain:
+        out["chain"] = [
+            {"file": c.file, "line": c.line, "expression": c.expression, "note": c.note}
+            for c in f.chain
+        ]
     if f.related:
         out["related"] = [{"file": r.file, "line": r.line, "message": r.message} for r in f.related]
     return out
@@ -186,6 +194,17 @@ def finding_from_json(f: dict[str, Any]) -> Finding:
         error=f.get("error"),
         expected=f.get("expected"),
         rank=None if rank is None else int(rank),
+        op=f.get("op"),
+        advice=f.get("advice"),
+        chain=tuple(
+            CauseStep(
+                file=str(c["file"]),
+                line=int(c["line"]),
+                expression=c.get("expression"),
+                note=str(c["note"]),
+            )
+            for c in f.get("chain", ())
+        ),
         note=note,
         related=tuple(
             RelatedLocation(file=r["file"], line=int(r["line"]), message=r["message"])

@@ -120,6 +120,16 @@ class RelatedLocation:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CauseStep:
+    """One user line in a finding's cause chain: what it did to the value that failed."""
+
+    file: str
+    line: int
+    expression: str | None
+    note: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class ModuleFacts:
     """An ``nn.Module`` operand: what it expects of its input and where it was declared."""
 
@@ -186,6 +196,12 @@ class Finding:
     """mismatch: the device or dtype the other operands agree on."""
     rank: int | None = None
     """Distributed runs: the rank this finding comes from."""
+    op: str | None = None
+    """The torch call that raised (``torch.dot``, ```self.fc` (Linear)``)."""
+    advice: str | None = None
+    """What would make the failed call run (found by calling it again on meta tensors)."""
+    chain: tuple[CauseStep, ...] = ()
+    """The user lines that made the failing value what it was, earliest first."""
     note: str | None = None
     """A finding read from a ``shapelens.trace/1`` file: its message, as written then."""
     related: tuple[RelatedLocation, ...] = ()

@@ -71,6 +71,24 @@ class Operand:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CauseStep:
+    """One user line in a finding's cause chain: what it did to the value that failed."""
+
+    file: str
+    line: int
+    expression: str | None
+    note: str
+
+    def to_message(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "expression": self.expression,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
 class Finding:
     """A likely bug pointed at a line (docs/findings.md lists the kinds)."""
 
@@ -93,6 +111,12 @@ class Finding:
     """The error (or warning) torch raised, first line."""
     expected: str | None = None
     """mismatch: the device or dtype the other operands agree on."""
+    op: str | None = None
+    """The torch call that raised (``torch.dot``, ```self.fc` (Linear)``)."""
+    advice: str | None = None
+    """What would make the failed call run (found by calling it again on meta tensors)."""
+    chain: tuple[CauseStep, ...] = ()
+    """The user lines that made the failing value what it was, earliest first."""
 
     def to_message(self) -> dict[str, Any]:
         """The finding as the channel and the trace file carry it."""
@@ -111,6 +135,10 @@ class Finding:
             "hit": self.hit,
             "error": self.error,
             "expected": self.expected,
+            "op": self.op,
+            "advice": self.advice,
         }
         out.update({key: value for key, value in facts.items() if value is not None})
+        if self.chain:
+            out["chain"] = [step.to_message() for step in self.chain]
         return out

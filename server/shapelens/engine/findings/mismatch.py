@@ -127,13 +127,13 @@ class MismatchRule:
                 seen.line,
                 text.splitlines()[0] if text else type(seen.exc).__name__,
                 statement=statement,
-                declared_at=self._declarations(info, resolve),
+                declared_at=self.declarations(info, resolve),
                 expression=info.source.statement_text(seen.line) or None,
             )
         except Exception:
             return []
 
-    def _declarations(self, info: CodeInfo, resolve: Resolve) -> DeclaredAt:
+    def declarations(self, info: CodeInfo, resolve: Resolve) -> DeclaredAt:
         """Where a module operand was declared: ``self.fc = nn.Linear(...)`` in its owner's
         class, or ``model = ...`` in this file."""
 
@@ -148,7 +148,7 @@ class MismatchRule:
         return declared_at
 
 
-def _operand(
+def operand_of(
     named: Named, origin_of: OriginOf, *, odd: bool, declared_at: DeclaredAt | None = None
 ) -> Operand:
     """The operand of a finding, with the line where its value was born (a module: what it
@@ -204,7 +204,9 @@ def explain_all(
     the operands disagree on it too (the seed's mask was both int64 and on another device:
     the user should learn both at once, not one run at a time)."""
     if kind == "shape_mismatch":
-        shown = tuple(_operand(o, origin_of, odd=False, declared_at=declared_at) for o in operands)
+        shown = tuple(
+            operand_of(o, origin_of, odd=False, declared_at=declared_at) for o in operands
+        )
         return [
             Finding(
                 kind=kind, severity="error", file=file, line=line, expression=expression,
@@ -221,6 +223,22 @@ def explain_all(
         main = explain(kind, operands, origin_of, file, line, error, declared_at=declared_at)
     if main is not None:
         found.append(replace(main, expression=expression))
+    extra = fails_next(kind, operands, origin_of, file, line, expression)
+    if extra is not None:
+        found.append(extra)
+    return found
+
+
+def fails_next(
+    kind: str,
+    operands: list[Named],
+    origin_of: OriginOf,
+    file: str,
+    line: int,
+    expression: str | None,
+) -> Finding | None:
+    """A warning when the operands of a device (dtype) error disagree on their dtype
+    (device) too: what fails once the error is fixed."""
     other = "dtype_mismatch" if kind == "device_mismatch" else "device_mismatch"
     if other == "device_mismatch":
         # 0-dim CPU tensors mix with any device: they don't count for a device disagreement.
@@ -230,9 +248,9 @@ def explain_all(
         # (float32 weights, float64 numpy data) are what fails next.
         relevant = [o for o in operands if o.is_module or str(o.dtype).startswith(_FLOATS)]
     extra = explain(other, relevant, origin_of, file, line, "this fails next")
-    if extra is not None:
-        found.append(replace(extra, severity="warning", error=None, expression=expression))
-    return found
+    if extra is None:
+        return None
+    return replace(extra, severity="warning", error=None, expression=expression)
 
 
 def _is_integer(operand: Named) -> bool:
@@ -260,7 +278,7 @@ def _wrong_kind(
         file=file,
         line=line,
         operands=tuple(
-            _operand(o, origin_of, odd=o in odd, declared_at=declared_at) for o in odd + rest
+            operand_of(o, origin_of, odd=o in odd, declared_at=declared_at) for o in odd + rest
         ),
         error=error,
         expected=expected,
@@ -333,7 +351,7 @@ def explain(
         file=file,
         line=line,
         operands=tuple(
-            _operand(o, origin_of, odd=o in odd, declared_at=declared_at) for o in odd + rest
+            operand_of(o, origin_of, odd=o in odd, declared_at=declared_at) for o in odd + rest
         ),
         error=error,
         expected=str(reference),

@@ -1,11 +1,14 @@
-"""Operand values of a statement's elementwise torch ops, seen as they run.
+"""Torch calls of a statement, seen as they run: their real operands, result or error.
 
 A broadcast hides in ``fc(x) - y.squeeze(1)`` as often as in ``y - pred``, and the
-operands of the former are values no name holds. On a statement's checked hits (1, 2, 4,
-…) the tracer watches it: a ``TorchFunctionMode`` is pushed while the statement runs, sees
-each elementwise op called directly from the statement's frame, with its real operands and
-result, and hands them to the broadcast rule. Between checked hits nothing is pushed, so
-the cost stays bounded by lines × log(iterations).
+operands of the former are values no name holds; a failing ``F.cross_entropy(logits,
+targets.view(-1, 1))`` is explained by what it was passed, not by what the line names. On
+a statement's checked hits (1, 2, 4, …) the tracer watches it: a ``TorchFunctionMode`` is
+pushed while the statement runs. It hands each elementwise op called directly from the
+statement's frame, with its operands and result, to the broadcast rule, and keeps the
+torch call that raised (the outermost one: torch's own calls inside it run with the mode
+off) for the failed-call rule. Between checked hits nothing is pushed, so the cost stays
+bounded by lines × log(iterations).
 """
 
 from __future__ import annotations
@@ -14,10 +17,11 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 from shapelens.engine import torch_compat
+from shapelens.engine.findings.call_trials import Verdict, judge
 from shapelens.engine.findings.elementwise import OPERATOR_NAMES
 
 # torch function name → (operator as written, operands reversed)
@@ -32,13 +36,48 @@ _OPS["__rtruediv__"] = ("/", True)
 
 OnOp = Callable[[FrameType, str, Any, Any, Any], None]
 """(frame, operator, left value, right value, result)"""
+IsUserCode = Callable[[CodeType], object]
+"""Truthy for code the tracer follows (the user's)."""
+_MAX_JUDGED = 64
+"""Failed calls judged in a run (each is called again a few times on meta tensors)."""
+_MAX_DEPTH = 40
+"""Frames walked from a failing call up to the user's (torch, and libraries between)."""
+
+
+class FailedCall:
+    """A torch call that raised, called (maybe through libraries) by the user's ``frame``.
+    ``modules``: the ``nn.Module`` calls it was made in, innermost first (the ``Linear``
+    inside the ``Sequential`` the user called), each with the arguments its forward got;
+    empty for a call the user made directly."""
+
+    __slots__ = ("args", "exc", "frame", "func", "kwargs", "modules", "verdict")
+
+    def __init__(
+        self,
+        *,
+        func: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        exc: BaseException,
+        frame: FrameType,
+        modules: tuple[tuple[Any, tuple[Any, ...]], ...] = (),
+        verdict: Verdict,
+    ) -> None:
+        self.func = func
+        self.args = args
+        self.kwargs = kwargs
+        self.exc = exc
+        self.frame = frame
+        self.modules = modules
+        self.verdict = verdict
 
 
 class OpWatch:
     """Watches frames of user code while their current statement runs."""
 
-    def __init__(self, on_op: OnOp) -> None:
+    def __init__(self, on_op: OnOp, is_user_code: IsUserCode) -> None:
         self.on_op = on_op
+        self.is_user_code = is_user_code
         self.enabled = True
         """Off when the program's torch.compile regions really compile (``--compile``):
         dynamo would trace a mode active around a compiled call and break its graph."""
@@ -47,6 +86,8 @@ class OpWatch:
         self._frames: dict[int, FrameType] = {}
         self._mode: Any = None
         self._torch_dir = ""
+        self._failed: FailedCall | None = None
+        self._judged = 0
 
     def begin(self, frame: FrameType) -> bool:
         """Watch ``frame``'s statement until :meth:`end`; False when torch cannot be watched
@@ -70,6 +111,7 @@ class OpWatch:
     def end(self, frame: FrameType) -> None:
         if self._frames.pop(id(frame), None) is None or self._frames:
             return
+        self._failed = None  # nothing of the program stays alive through us
         torch = sys.modules["torch"]
         if torch_compat.top_function_mode(torch) is self._mode:
             torch_compat.pop_function_mode(torch)
@@ -78,6 +120,14 @@ class OpWatch:
 
     def watching(self) -> bool:
         return bool(self._frames)
+
+    def failure_in(self, frame: FrameType, exc: BaseException) -> FailedCall | None:
+        """The watched call that raised ``exc`` and was made by ``frame``, if any."""
+        failed = self._failed
+        if failed is None or failed.exc is not exc or failed.frame is not frame:
+            return None
+        self._failed = None
+        return failed
 
     def seen(self, func: Any, args: tuple[Any, ...], result: Any, caller: FrameType | None) -> None:
         spec = _OPS.get(getattr(func, "__name__", ""))
@@ -96,14 +146,61 @@ class OpWatch:
                 return
             frame = frame.f_back
 
+    def failed(
+        self,
+        func: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        exc: BaseException,
+        caller: FrameType | None,
+    ) -> None:
+        """``func`` raised: keep it with the innermost user frame that called it, and the
+        module that user frame called on the way (``self.emb(idx)`` → ``F.embedding``)."""
+        frame = caller
+        below: FrameType | None = None
+        modules: list[tuple[Any, tuple[Any, ...]]] = []
+        for _ in range(_MAX_DEPTH):
+            if frame is None:
+                return
+            if self.is_user_code(frame.f_code):
+                break
+            if frame.f_code.co_name == "_call_impl" and below is not None:
+                modules.append(_forward_call(below))  # the forward Module.__call__ ran
+            below = frame
+            frame = frame.f_back
+        else:
+            return
+        if self._judged >= _MAX_JUDGED:
+            return  # a program that keeps catching torch's errors: it knows what it does
+        self._judged += 1
+        verdict = judge(sys.modules["torch"], func, args, kwargs)
+        self._failed = FailedCall(
+            func=func, args=args, kwargs=kwargs, exc=exc, frame=frame, modules=tuple(modules),
+            verdict=verdict,
+        )  # fmt: skip
+
+
+def _forward_call(forward: FrameType) -> tuple[Any, tuple[Any, ...]]:
+    """The module a forward frame runs, and the positional arguments it was given."""
+    code = forward.f_code
+    names = code.co_varnames[: code.co_argcount]
+    local = forward.f_locals
+    module = local.get(names[0]) if names else None
+    return module, tuple(local[name] for name in names[1:] if name in local)
+
 
 def _make_mode(torch: Any, watch: OpWatch) -> Any:
     class _WatchMode(torch.overrides.TorchFunctionMode):  # type: ignore[misc]
         def __torch_function__(
             self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
         ) -> Any:
-            result = func(*args, **(kwargs or {}))
-            with contextlib.suppress(Exception):  # never an error in the user's program
+            try:
+                result = func(*args, **(kwargs or {}))
+            except Exception as exc:
+                with contextlib.suppress(Exception):  # never an error of ours in the program
+                    watch.failed(func, args, kwargs or {}, exc, sys._getframe(1))
+                raise
+            with contextlib.suppress(Exception):
                 watch.seen(func, args, result, sys._getframe(1))
             return result
 
