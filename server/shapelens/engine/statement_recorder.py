@@ -38,7 +38,8 @@ from shapelens.engine.findings.finding import Finding
 from shapelens.engine.findings.library_warnings import LibraryWarningRule, Warned, WarningListener
 from shapelens.engine.findings.mismatch import MismatchRule, Raised
 from shapelens.engine.findings.nonfinite import NonfiniteRule, NonfiniteValue
-from shapelens.engine.findings.op_watch import OpWatch
+from shapelens.engine.findings.op_watch import Called, OpWatch
+from shapelens.engine.findings.provenance import Provenance
 from shapelens.engine.findings.rule import Rule
 from shapelens.engine.reading import Reader
 from shapelens.engine.run_records import RunRecords, VarStats
@@ -82,6 +83,9 @@ class StatementRecorder:
         self.op_watch = OpWatch(self._on_op, self.known)
         self._watch_calls = findings.mismatch
         """Whether every checked statement is watched (a failing torch call explained)."""
+        self.provenance = Provenance()
+        if findings.mismatch:
+            self.op_watch.on_call = self._on_call
         self._reader = Reader(records)
         self._read_names = self._reader.read_names
         facts = RunFacts(records.origin_of, self.sources, scope)
@@ -90,7 +94,7 @@ class StatementRecorder:
         self._library_warnings: Rule[Warned] = LibraryWarningRule(facts)
         mismatch = MismatchRule(facts)
         self._mismatch: Rule[Raised] = mismatch
-        self._failed_call: Rule[CallFailed] = FailedCallRule(facts, mismatch)
+        self._failed_call: Rule[CallFailed] = FailedCallRule(facts, mismatch, self.provenance)
         if findings.nonfinite:
             self._reader.check_value = self._check_value
         self._last_exception: tuple[int, type] | None = None
@@ -429,6 +433,19 @@ class StatementRecorder:
         site = sites[min(index, len(sites) - 1)]  # the statement's n-th op of this operator
         seen = OpRan(info=info, line=line, site=site, left=left, right=right, result=result)
         self._report_broadcast(info, line, self._broadcast.observe(seen))
+
+    def _on_call(self, called: Called) -> None:
+        """A torch call of a watched statement ran: remember where its results came from."""
+        entry = self._op_statements.get(id(called.frame))
+        if entry is None:
+            return
+        info, line, _ = entry
+        expression = info.source.statement_text(line) or None
+        for result in called.results[:4]:
+            self.provenance.record(
+                file=info.file, line=line, expression=expression, op=called.op,
+                inputs=called.inputs, result=result,
+            )  # fmt: skip
 
     def _report_broadcast(self, info: CodeInfo, line: int, found: list[Finding]) -> bool:
         if not found:

@@ -102,7 +102,9 @@ def related_locations(finding: Finding) -> list[RelatedLocation]:
                 message=f"`{operand.name}` {where} here{alias}: {_metadata(operand)}{odd}",
             )
         )
-    return found
+    return found + [
+        RelatedLocation(file=step.file, line=step.line, message=step.note) for step in finding.chain
+    ]
 
 
 # -- one sentence per kind ---------------------------------------------------------------

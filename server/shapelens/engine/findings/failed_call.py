@@ -19,7 +19,7 @@ from shapelens.engine import values
 from shapelens.engine.code_info import CodeInfo
 from shapelens.engine.findings.call_trials import Verdict, tensors_of
 from shapelens.engine.findings.context import Named, RunFacts, load_paths, resolver
-from shapelens.engine.findings.finding import Finding, Operand
+from shapelens.engine.findings.finding import CauseStep, Finding, Operand
 from shapelens.engine.findings.mismatch import (
     DeclaredAt,
     MismatchRule,
@@ -27,18 +27,15 @@ from shapelens.engine.findings.mismatch import (
     fails_next,
     operand_of,
 )
+from shapelens.engine.findings.op_names import OPERATOR_OF, name_of, op_label
 from shapelens.engine.findings.op_watch import FailedCall
+from shapelens.engine.findings.provenance import Provenance
 from shapelens.engine.source_map import SourceMaps
 
-_OPERATOR_OF = {
-    "matmul": ast.MatMult, "__matmul__": ast.MatMult, "__rmatmul__": ast.MatMult,
-    "add": ast.Add, "__add__": ast.Add, "__radd__": ast.Add,
-    "sub": ast.Sub, "__sub__": ast.Sub, "__rsub__": ast.Sub,
-    "mul": ast.Mult, "__mul__": ast.Mult, "__rmul__": ast.Mult,
-    "div": ast.Div, "__truediv__": ast.Div, "__rtruediv__": ast.Div,
-}  # fmt: skip
+_ATTRIBUTE = {"dtype_mismatch": "dtype", "device_mismatch": "device"}
+"""What a chain follows for a finding's kind (the shape otherwise)."""
+MAX_CHAIN = 10
 _FLOATS = ("float", "bfloat", "half", "double", "complex")
-_SYMBOL = {ast.MatMult: "@", ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
 _ADVICE = {
     ("dot", "shape_mismatch"): "torch.dot takes two 1-D tensors; use `@` or `torch.matmul`",
     ("mv", "shape_mismatch"): "torch.mv takes a matrix and a 1-D vector",
@@ -62,9 +59,10 @@ class FailedCallRule:
     """``shape_mismatch``, ``dtype_mismatch``, ``device_mismatch``, ``op_error``: a failing
     torch call's operands, as passed, and what was wrong with them."""
 
-    def __init__(self, facts: RunFacts, declarations: MismatchRule) -> None:
+    def __init__(self, facts: RunFacts, declarations: MismatchRule, provenance: Provenance) -> None:
         self.facts = facts
         self._declarations = declarations
+        self._provenance = provenance
 
     def observe(self, seen: CallFailed, /) -> list[Finding]:
         try:
@@ -113,6 +111,11 @@ class FailedCallRule:
                 finding = replace(
                     finding, operands=by_majority.operands, expected=by_majority.expected
                 )
+        finding = replace(
+            finding,
+            operands=tuple(self._born(o, n) for o, n in _by_name(finding.operands, named)),
+            chain=self._chain(finding, named),
+        )
         found = [finding]
         if verdict.kind in ("device_mismatch", "dtype_mismatch"):
             extra = fails_next(
@@ -123,24 +126,34 @@ class FailedCallRule:
                 found.append(extra)
         return found
 
+    def _born(self, operand: Operand, named: Named | None) -> Operand:
+        """An operand no name holds (``targets.view(-1, 1)``) was born where a watched call
+        made it."""
+        if operand.line is not None or named is None or named.is_module:
+            return operand
+        made = self._provenance.made(named.value)
+        return operand if made is None else replace(operand, file=made.file, line=made.line)
 
-def _name(func: Any) -> str:
-    return str(getattr(func, "__name__", "") or type(func).__name__)
+    def _chain(self, finding: Finding, named: list[Named]) -> tuple[CauseStep, ...]:
+        """The lines that changed what failed, for the odd operands (else every tensor)."""
+        attribute = _ATTRIBUTE.get(finding.kind, "shape")
+        odd = {o.name for o in finding.operands if o.odd}
+        followed = [n for n in named if not n.is_module and (not odd or n.label in odd)]
+        steps: list[CauseStep] = []
+        shown: set[tuple[str, int, str]] = set()
+        for operand in followed:  # a step two operands share (their common path) once
+            for step in self._provenance.chain(operand.value, attribute):
+                if (step.file, step.line, step.note) not in shown:
+                    shown.add((step.file, step.line, step.note))
+                    steps.append(replace(step, note=f"`{operand.label}`: {step.note}"))
+        return tuple(steps[:MAX_CHAIN])
 
 
-def op_label(func: Any) -> str:
-    """``torch.dot``, ``Tensor.mean``, ``F.cross_entropy``, ``@`` as the user wrote it."""
-    name = _name(func)
-    operator = _OPERATOR_OF.get(name)
-    module = str(getattr(func, "__module__", None) or "")
-    qualname = str(getattr(func, "__qualname__", name))
-    if operator is not None and (name.startswith("__") or "Tensor" in qualname):
-        return _SYMBOL[operator] if name.startswith("__") else f"Tensor.{name}"
-    if qualname.startswith(("TensorBase.", "Tensor.")):
-        return f"Tensor.{name}"
-    if module == "torch.nn.functional" or module == "torch._C._nn":
-        return f"F.{name}"
-    return f"torch.{name}"
+def _by_name(
+    operands: tuple[Operand, ...], named: list[Named]
+) -> list[tuple[Operand, Named | None]]:
+    by_label = {n.label: n for n in named}
+    return [(o, by_label.get(o.name)) for o in operands]
 
 
 def _user_call(statement: ast.AST, failed: FailedCall, resolve: Any) -> ast.AST | None:
@@ -154,8 +167,8 @@ def _user_call(statement: ast.AST, failed: FailedCall, resolve: Any) -> ast.AST 
                 if paths and resolve(paths[0]) is outer:
                     return node
         return None
-    name = _name(failed.func).removeprefix("__r").removeprefix("__").removesuffix("__")
-    operator = _OPERATOR_OF.get(_name(failed.func))
+    name = name_of(failed.func).removeprefix("__r").removeprefix("__").removesuffix("__")
+    operator = OPERATOR_OF.get(name_of(failed.func))
     for node in ast.walk(statement):
         if operator is not None and isinstance(node, ast.BinOp) and isinstance(node.op, operator):
             return node
@@ -206,7 +219,7 @@ def _argument_texts(failed: FailedCall, call: ast.AST | None, text: Any) -> dict
     nodes: list[ast.expr] = []
     if isinstance(call, ast.BinOp):
         nodes = [call.left, call.right]
-        if _name(failed.func).startswith("__r"):
+        if name_of(failed.func).startswith("__r"):
             nodes.reverse()
     elif isinstance(call, ast.Call):
         receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
@@ -256,7 +269,7 @@ def _odd_values(failed: FailedCall, verdict: Verdict) -> set[int]:
 
 
 def _advice(failed: FailedCall, verdict: Verdict) -> str | None:
-    known = _ADVICE.get((_name(failed.func), verdict.kind))
+    known = _ADVICE.get((name_of(failed.func), verdict.kind))
     if known is not None:
         return known
     if verdict.on_values:

@@ -18,11 +18,12 @@ import os
 import sys
 from collections.abc import Callable
 from types import CodeType, FrameType
-from typing import Any
+from typing import Any, NamedTuple
 
 from shapelens.engine import torch_compat
 from shapelens.engine.findings.call_trials import Verdict, judge
 from shapelens.engine.findings.elementwise import OPERATOR_NAMES
+from shapelens.engine.findings.op_names import op_label
 
 # torch function name → (operator as written, operands reversed)
 _OPS: dict[str, tuple[str, bool]] = {}
@@ -36,6 +37,27 @@ _OPS["__rtruediv__"] = ("/", True)
 
 OnOp = Callable[[FrameType, str, Any, Any, Any], None]
 """(frame, operator, left value, right value, result)"""
+
+
+class Called(NamedTuple):
+    """A torch call a watched statement made (directly, or inside a module it called)."""
+
+    frame: FrameType
+    """The watched frame of user code."""
+    op: str
+    """``torch.cat``, ``Tensor.squeeze``; a module's class (``Linear``) for its calls."""
+    func: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    inputs: list[Any]
+    """The tensors among the arguments."""
+    results: list[Any]
+    """The tensors it returned."""
+    direct: bool
+    """Called by the statement itself (through torch's Python wrappers), not in a module."""
+
+
+OnCall = Callable[[Called], None]
 IsUserCode = Callable[[CodeType], object]
 """Truthy for code the tracer follows (the user's)."""
 _MAX_JUDGED = 64
@@ -77,6 +99,7 @@ class OpWatch:
 
     def __init__(self, on_op: OnOp, is_user_code: IsUserCode) -> None:
         self.on_op = on_op
+        self.on_call: OnCall | None = None
         self.is_user_code = is_user_code
         self.enabled = True
         """Off when the program's torch.compile regions really compile (``--compile``):
@@ -129,22 +152,49 @@ class OpWatch:
         self._failed = None
         return failed
 
-    def seen(self, func: Any, args: tuple[Any, ...], result: Any, caller: FrameType | None) -> None:
-        spec = _OPS.get(getattr(func, "__name__", ""))
-        if spec is None or len(args) < 2:
-            return
+    def seen(
+        self,
+        func: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        result: Any,
+        caller: FrameType | None,
+    ) -> None:
+        """``func`` ran: hand a watched statement's elementwise ops to ``on_op``, and every
+        call it made (directly, or in a module it called) to ``on_call``."""
         frame = caller
-        for _ in range(4):  # torch's own Python wrappers (Tensor.__rsub__) sit in between
+        direct = True  # through torch's Python wrappers only, no module call between
+        module: Any = None
+        below: FrameType | None = None
+        for depth in range(_MAX_DEPTH):
             if frame is None:
                 return
             if self._frames.get(id(frame)) is frame:
-                symbol, reversed_ = spec
-                left, right = (args[1], args[0]) if reversed_ else (args[0], args[1])
-                self.on_op(frame, symbol, left, right, result)
+                break
+            code = frame.f_code
+            if not code.co_filename.startswith(self._torch_dir):
                 return
-            if not frame.f_code.co_filename.startswith(self._torch_dir):
-                return
+            if code.co_name == "_call_impl" and below is not None:
+                direct = False
+                module = _forward_call(below)[0]
+            elif depth >= 3:
+                direct = False
+            below = frame
             frame = frame.f_back
+        else:
+            return
+        spec = _OPS.get(getattr(func, "__name__", "")) if direct else None
+        if spec is not None and len(args) >= 2:
+            symbol, reversed_ = spec
+            left, right = (args[1], args[0]) if reversed_ else (args[0], args[1])
+            self.on_op(frame, symbol, left, right, result)
+        if self.on_call is not None:
+            tensor = sys.modules["torch"].Tensor
+            inputs = _tensors(tensor, args, kwargs)
+            results = _tensors(tensor, (result,), {})
+            if results:
+                label = type(module).__name__ if module is not None else op_label(func)
+                self.on_call(Called(frame, label, func, args, kwargs, inputs, results, direct))
 
     def failed(
         self,
@@ -180,6 +230,17 @@ class OpWatch:
         )  # fmt: skip
 
 
+def _tensors(tensor: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
+    """The tensors among a call's arguments (and one level into lists: ``torch.cat``)."""
+    found = []
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, tensor):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(item for item in value[:8] if isinstance(item, tensor))
+    return found
+
+
 def _forward_call(forward: FrameType) -> tuple[Any, tuple[Any, ...]]:
     """The module a forward frame runs, and the positional arguments it was given."""
     code = forward.f_code
@@ -201,7 +262,7 @@ def _make_mode(torch: Any, watch: OpWatch) -> Any:
                     watch.failed(func, args, kwargs or {}, exc, sys._getframe(1))
                 raise
             with contextlib.suppress(Exception):
-                watch.seen(func, args, result, sys._getframe(1))
+                watch.seen(func, args, kwargs or {}, result, sys._getframe(1))
             return result
 
     return _WatchMode()

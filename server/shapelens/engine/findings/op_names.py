@@ -1,0 +1,39 @@
+"""How a torch function is called in the user's code: ``torch.dot``, ``Tensor.mean``,
+``F.cross_entropy``, ``torch.linalg.inv``, ``@``."""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+OPERATOR_OF = {
+    "matmul": ast.MatMult, "__matmul__": ast.MatMult, "__rmatmul__": ast.MatMult,
+    "add": ast.Add, "__add__": ast.Add, "__radd__": ast.Add,
+    "sub": ast.Sub, "__sub__": ast.Sub, "__rsub__": ast.Sub,
+    "mul": ast.Mult, "__mul__": ast.Mult, "__rmul__": ast.Mult,
+    "div": ast.Div, "__truediv__": ast.Div, "__rtruediv__": ast.Div,
+}  # fmt: skip
+
+_SYMBOL = {ast.MatMult: "@", ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+
+
+def name_of(func: Any) -> str:
+    return str(getattr(func, "__name__", "") or type(func).__name__)
+
+
+def op_label(func: Any) -> str:
+    """``torch.dot``, ``Tensor.mean``, ``F.cross_entropy``, ``@`` as the user wrote it."""
+    name = name_of(func)
+    operator = OPERATOR_OF.get(name)
+    module = str(getattr(func, "__module__", None) or "")
+    qualname = str(getattr(func, "__qualname__", name))
+    if operator is not None and (name.startswith("__") or "Tensor" in qualname):
+        return _SYMBOL[operator] if name.startswith("__") else f"Tensor.{name}"
+    if qualname.startswith(("TensorBase.", "Tensor.")):
+        return f"Tensor.{name}"
+    if module == "torch.nn.functional" or module == "torch._C._nn":
+        return f"F.{name}"
+    for namespace in ("linalg", "fft", "special"):  # linalg_inv is torch.linalg.inv
+        if module == f"torch._C._{namespace}":
+            return f"torch.{namespace}.{name.removeprefix(namespace + '_')}"
+    return f"torch.{name}"
