@@ -54,7 +54,10 @@ def hover_for(
         if current == findings_line or mentions(finding, word):
             mark = SEVERITY_MARKS.get(finding.severity, "ℹ")
             where = f"(line {current + 1})"
-            sections.append(f"{mark} **{finding.kind}** {where}: {finding_detail(finding)}")
+            chain = "".join(
+                f"\n- ↳ line {step.line}: {step.note}" for step in finding.chain
+            )  # how the failing value came to be, earliest first
+            sections.append(f"{mark} **{finding.kind}** {where}: {finding_detail(finding)}{chain}")
     if not sections:
         return None
     shape_only = view.results.shape_only

@@ -1,0 +1,213 @@
+"""Any torch call that raises on a user's line is explained from the call itself: the op,
+each tensor as it was passed (its text at the call), and the lines that made it so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from conftest import line_of, need, run_cli
+
+need("torch")
+
+
+def _only(run: Any, kind: str) -> dict[str, Any]:
+    found = [f for f in run.trace["findings"] if f["severity"] == "error"]
+    assert [f["kind"] for f in found] == [kind], run.trace["findings"]
+    [finding] = run.findings(kind)
+    return finding  # type: ignore[no-any-return]
+
+
+def _operand(finding: dict[str, Any], name: str) -> dict[str, Any]:
+    [operand] = [o for o in finding["operands"] if o["name"] == name]
+    return operand
+
+
+def test_an_op_no_message_table_knows_names_what_was_passed(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = script(
+        """
+        import torch
+
+        def project(points, basis):
+            return torch.dot(points, basis)
+
+        points = torch.randn(3, 4)
+        basis = torch.randn(4, 5)
+        score = project(points, basis.T.contiguous().T)
+        """
+    )
+    run = run_cli("main.py", cwd=tmp_path)
+    assert run.returncode == 1
+    finding = _only(run, "shape_mismatch")
+    assert finding["line"] == line_of(main, "return torch.dot")
+    assert finding["op"] == "torch.dot"
+    assert [(o["name"], o["shape"]) for o in finding["operands"]] == [
+        ("points", [3, 4]),
+        ("basis", [4, 5]),
+    ]
+    assert _operand(finding, "points")["line"] == line_of(main, "points =")
+    assert "use `@` or `torch.matmul`" in finding["message"]
+    # the listing (stderr: stdout is the program's) shows the op and what it was passed
+    assert "torch.dot failed" in run.stderr and "`points` (3, 4)" in run.stderr
+
+
+def test_a_method_on_an_int64_tensor_recorded_a_line_earlier(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = script(
+        """
+        import torch
+        labels = torch.randint(0, 3, (8,))
+        counts = labels + 1
+        average = counts.mean()
+        """
+    )
+    run = run_cli("--quiet", "main.py", cwd=tmp_path)
+    finding = _only(run, "dtype_mismatch")
+    assert finding["line"] == line_of(main, "average =")
+    assert finding["op"] == "Tensor.mean"
+    counts = _operand(finding, "counts")
+    assert counts["odd"] and counts["dtype"] == "int64" and counts["line"] == line_of(main, "counts")
+    assert finding["expected"] == "float32"
+    # the chain goes back to the int64 tensor's birth
+    assert [step["line"] for step in finding["chain"]] == [line_of(main, "labels =")]
+
+
+def test_what_was_passed_not_the_names_on_the_line(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = script(
+        """
+        import torch
+        import torch.nn.functional as F
+
+        logits = torch.randn(32, 16, 27)
+        targets = torch.randint(0, 27, (32, 16))
+        loss = F.cross_entropy(logits.view(-1, 27), targets.view(-1, 1))
+        """
+    )
+    run = run_cli("--quiet", "main.py", cwd=tmp_path)
+    finding = _only(run, "shape_mismatch")
+    assert finding["op"] == "F.cross_entropy"
+    assert [(o["name"], o["shape"], o["dtype"]) for o in finding["operands"]] == [
+        ("logits.view(-1, 27)", [512, 27], "float32"),
+        ("targets.view(-1, 1)", [512, 1], "int64"),
+    ]
+    notes = [(step["line"], step["note"]) for step in finding["chain"]]
+    assert (
+        line_of(main, "loss ="),
+        "`targets.view(-1, 1)`: Tensor.view: (32, 16) → (512, 1)",
+    ) in notes
+    assert (line_of(main, "targets ="), "`targets.view(-1, 1)`: torch.randint made (32, 16)") in notes
+
+
+def test_a_linear_inside_a_sequential_is_named_at_its_own_line(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = script(
+        """
+        import torch
+        from torch import nn
+
+        class Classifier(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.head = nn.Sequential(
+                    nn.Linear(16, 32),
+                    nn.ReLU(),
+                    nn.Linear(64, 4),
+                )
+
+            def forward(self, x):
+                return self.head(x)
+
+        model = Classifier()
+        logits = model(torch.randn(8, 16))
+        """
+    )
+    run = run_cli("--quiet", "main.py", cwd=tmp_path)
+    finding = _only(run, "shape_mismatch")
+    assert finding["line"] == line_of(main, "return self.head(x)")
+    assert finding["op"] == "`self.head` (Sequential)"
+    inner = _operand(finding, "self.head[2]")
+    assert inner["odd"] and inner["module"]["class"] == "Linear"
+    assert inner["module"]["expects"] == {"in_features": 64}
+    assert inner["module"]["line"] == line_of(main, "nn.Linear(64, 4)")
+    assert _operand(finding, "self.head[2] input")["shape"] == [8, 32]
+    assert _operand(finding, "x")["shape"] == [8, 16]
+    assert any(r["line"] == line_of(main, "nn.Linear(64, 4)") for r in finding["related"])
+
+
+def test_a_value_error_is_an_op_error_with_the_operands(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = script(
+        """
+        import torch
+        from torch import nn
+        vocab = nn.Embedding(10, 8)
+        tokens = torch.tensor([[3, 12, 1]])
+        vectors = vocab(tokens)
+        """
+    )
+    run = run_cli("--quiet", "main.py", cwd=tmp_path)
+    finding = _only(run, "op_error")
+    assert finding["op"] == "`vocab` (Embedding)"
+    assert finding["line"] == line_of(main, "vectors =")
+    assert _operand(finding, "vocab")["module"]["expects"] == {
+        "num_embeddings": 10,
+        "embedding_dim": 8,
+    }
+    assert _operand(finding, "tokens")["line"] == line_of(main, "tokens =")
+    assert "their values made it fail" in finding["message"]
+
+
+def test_the_batch_of_one_squeezed_away_is_the_cause(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = script(
+        """
+        import torch
+        from torch import nn
+
+        conv = nn.Conv2d(1, 4, 3, padding=1)
+        fc = nn.Linear(4 * 8 * 8, 10)
+        images = torch.randn(1, 1, 8, 8)
+        features = conv(images).squeeze()
+        flat = features.view(features.size(0), -1)
+        logits = fc(flat)
+        """
+    )
+    run = run_cli("main.py", cwd=tmp_path)
+    finding = _only(run, "shape_mismatch")
+    assert finding["line"] == line_of(main, "logits =")
+    squeeze = line_of(main, "features =")
+    [step] = [s for s in finding["chain"] if s["note"].startswith("`flat`: Tensor.squeeze")]
+    assert step["line"] == squeeze
+    assert step["note"].endswith("(1, 4, 8, 8) → (4, 8, 8), dropped the size-1 dim 0")
+    # shown under the crash line in the listing, as the related locations are
+    assert "dropped the size-1 dim 0" in run.stderr
+
+
+def test_the_skip_connection_names_where_the_sizes_parted(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = script(
+        """
+        import torch
+        from torch import nn
+        import torch.nn.functional as F
+
+        class UNet(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+                self.mid = nn.Conv2d(8, 8, 3, padding=1)
+                self.up = nn.ConvTranspose2d(8, 8, 2, stride=2)
+
+            def forward(self, x):
+                skip = F.relu(self.enc(x))
+                low = F.max_pool2d(skip, 2)
+                up = self.up(F.relu(self.mid(low)))
+                return torch.cat([up, skip], dim=1)
+
+        out = UNet()(torch.randn(2, 3, 30, 30))
+        """
+    )
+    run = run_cli("--quiet", "main.py", cwd=tmp_path)
+    finding = _only(run, "shape_mismatch")
+    assert finding["line"] == line_of(main, "return torch.cat")
+    assert finding["op"] == "torch.cat"
+    parted = [s for s in finding["chain"] if "halved the odd size 15 to 7" in s["note"]]
+    assert [s["line"] for s in parted] == [line_of(main, "low =")]
+    # the shared start of both paths (the input, the strided conv) is shown once
+    lines = [s["line"] for s in finding["chain"]]
+    assert lines.count(line_of(main, "skip =")) == 1
