@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from conftest import line_of, need, run_cli
+from lsprotocol import types
+
+from conftest import LspSession, line_of, need, run_cli
 
 need("torch")
 
@@ -211,3 +213,40 @@ def test_the_skip_connection_names_where_the_sizes_parted(script, tmp_path: Path
     # the shared start of both paths (the input, the strided conv) is shown once
     lines = [s["line"] for s in finding["chain"]]
     assert lines.count(line_of(main, "skip =")) == 1
+
+
+async def test_the_editor_shows_the_call_and_the_chain(lsp: LspSession) -> None:
+    path, uri = lsp.write(
+        "train.py",
+        """
+        import torch
+        import torch.nn.functional as F
+
+        logits = torch.randn(32, 16, 27)
+        targets = torch.randint(0, 27, (32, 16))
+        loss = F.cross_entropy(logits.view(-1, 27), targets.view(-1, 1))
+        """,
+    )
+    lsp.open(path)
+    result = await lsp.run(uri)
+    assert result["status"] == "exception"
+    [diagnostic] = [d for d in lsp.client.diagnostics[uri] if d.code == "shape_mismatch"]
+    crash = line_of(path, "loss =") - 1
+    assert diagnostic.range.start.line == crash
+    assert "F.cross_entropy failed" in diagnostic.message
+    assert "`targets.view(-1, 1)` (512, 1) int64" in diagnostic.message
+    related = [(r.location.range.start.line, r.message) for r in diagnostic.related_information or []]
+    assert (
+        line_of(path, "targets =") - 1,
+        "`targets.view(-1, 1)`: torch.randint made (32, 16)",
+    ) in related
+    hover = await lsp.client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(crash, 0),
+        )
+    )
+    assert hover is not None
+    text = hover.contents.value  # type: ignore[union-attr]
+    assert "**shape_mismatch**" in text
+    assert "↳ line 6: `targets.view(-1, 1)`: Tensor.view: (32, 16) → (512, 1)" in text
