@@ -67,7 +67,8 @@ def test_a_method_on_an_int64_tensor_recorded_a_line_earlier(script, tmp_path: P
     assert finding["line"] == line_of(main, "average =")
     assert finding["op"] == "Tensor.mean"
     counts = _operand(finding, "counts")
-    assert counts["odd"] and counts["dtype"] == "int64" and counts["line"] == line_of(main, "counts")
+    assert counts["odd"] and counts["dtype"] == "int64"
+    assert counts["line"] == line_of(main, "counts =")
     assert finding["expected"] == "float32"
     # the chain goes back to the int64 tensor's birth
     assert [step["line"] for step in finding["chain"]] == [line_of(main, "labels =")]
@@ -96,7 +97,8 @@ def test_what_was_passed_not_the_names_on_the_line(script, tmp_path: Path) -> No
         line_of(main, "loss ="),
         "`targets.view(-1, 1)`: Tensor.view: (32, 16) → (512, 1)",
     ) in notes
-    assert (line_of(main, "targets ="), "`targets.view(-1, 1)`: torch.randint made (32, 16)") in notes
+    born = "`targets.view(-1, 1)`: torch.randint made (32, 16)"
+    assert (line_of(main, "targets ="), born) in notes
 
 
 def test_a_linear_inside_a_sequential_is_named_at_its_own_line(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -235,7 +237,9 @@ async def test_the_editor_shows_the_call_and_the_chain(lsp: LspSession) -> None:
     assert diagnostic.range.start.line == crash
     assert "F.cross_entropy failed" in diagnostic.message
     assert "`targets.view(-1, 1)` (512, 1) int64" in diagnostic.message
-    related = [(r.location.range.start.line, r.message) for r in diagnostic.related_information or []]
+    related = [
+        (r.location.range.start.line, r.message) for r in diagnostic.related_information or []
+    ]
     assert (
         line_of(path, "targets =") - 1,
         "`targets.view(-1, 1)`: torch.randint made (32, 16)",
