@@ -271,3 +271,36 @@ def test_errors_name_operands_modules_and_birth_lines(script, tmp_path: Path) ->
     assert "`self.emb` expects int64" in dtype["message"]
     emb = dtype["operands"][1]["module"]
     assert emb["expects"] == {"num_embeddings": 10, "embedding_dim": 8}
+
+
+def test_broadcast_operands_are_complete(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    need("torch")
+    main = script(
+        """
+        import torch
+        targets = torch.randn(8)
+        weights = torch.ones(8, dtype=torch.float64)
+        pred = torch.randn(8, 1, requires_grad=True)
+        loss = ((targets - pred) ** 2).mean()
+        weighted = (weights * targets - pred).sum()
+        """
+    )
+    run = run_cli("--quiet", "main.py", cwd=tmp_path)
+    first, second = sorted(run.findings("broadcast"), key=lambda f: f["line"])
+    assert first["line"] == line_of(main, "loss =")
+    assert [
+        (o["name"], o["dtype"], o["device"], o["requires_grad"], o["line"])
+        for o in first["operands"]
+    ] == [
+        ("targets", "float32", "cpu", False, line_of(main, "targets =")),
+        ("pred", "float32", "cpu", True, line_of(main, "pred =")),
+    ]
+    assert all(o["file"] == str(main) for o in first["operands"])
+    # an expression operand: the metadata of what it computes from, no birth line of its own
+    left = second["operands"][0]
+    assert (left["name"], left["dtype"], left["device"], left["line"]) == (
+        "weights * targets",
+        "float64",
+        "cpu",
+        None,
+    )

@@ -14,12 +14,14 @@ column, and every pair was subtracted. The rule (docs/findings.md):
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from types import FrameType
 from typing import Any
 
 from shapelens.engine.code_info import CodeInfo
-from shapelens.engine.findings.context import RunFacts, resolver, shape_of
+from shapelens.engine.findings.context import Resolve, RunFacts, load_paths, resolver, shape_of
 from shapelens.engine.findings.finding import Finding, Operand
 from shapelens.engine.findings.intent import KEEPDIM, NO_SHAPING, line_shaping, silences
 from shapelens.engine.findings.shapes import broadcast, numel
@@ -133,11 +135,28 @@ class BroadcastRule:
                 found = None
             if found is not None:
                 operands = (
-                    Operand(name=found.left, shape=found.left_shape),
-                    Operand(name=found.right, shape=found.right_shape),
+                    self._operand(found.left, found.left_shape, resolve),
+                    self._operand(found.right, found.right_shape, resolve),
                 )
                 return [_finding(seen.info.file, seen.line, found, operands)]
         return []
+
+    def _operand(self, text: str, shape: tuple[int, ...], resolve: Resolve) -> Operand:
+        """An operand written as ``text``: a name's value with its metadata and birth; an
+        expression (``y * w``) with the dtype and device of the first tensor it names."""
+        try:
+            tree = ast.parse(text, mode="eval").body
+        except SyntaxError:
+            return Operand(name=text, shape=shape)
+        paths = load_paths(tree)
+        named = [resolve(path) for path in paths]
+        tensors = [value for value in named if shape_of(value) not in (None, ())]
+        if paths and ".".join(paths[0]) == text and named[0] is not None:
+            return self.facts.operand(text, named[0], shape)
+        if not tensors:
+            return Operand(name=text, shape=shape)
+        described = self.facts.operand(text, tensors[0], shape)
+        return replace(described, file=None, line=None, passed_in=False, born_as=None)
 
     def _in_op(self, seen: OpRan) -> list[Finding]:
         site = seen.site

@@ -56,7 +56,7 @@ class RunFacts:
             file=origin.file,
             line=origin.line,
             passed_in=origin.is_argument,
-            born_as=origin.name,
+            born_as=origin.name if origin.name != name else None,
         )
 
     def operands(self, named: list[tuple[str, Any]]) -> tuple[Operand, ...]:
