@@ -49,8 +49,17 @@ def test_uneven_shard_gives_a_divergence_finding(script, tmp_path: Path) -> None
     shard_line = line_of(main, "shard =")
     shard = run.var(main, shard_line, "shard")
     assert [(r["rank"], r["shape"]) for r in shard["ranks"]] == [(0, [8, 3]), (1, [7, 3])]
-    divergence = [f for f in run.findings("rank_divergence") if f["line"] == shard_line]
-    assert len(divergence) == 1 and "(8,3) float32 cpu on rank 0" in divergence[0]["message"]
+    # one cause, one finding: `out` (8, 1) | (7, 1) follows from the shard, as its chain
+    [divergence] = run.findings("rank_divergence")
+    assert divergence["line"] == shard_line
+    assert "(8,3) float32 cpu on rank 0" in divergence["message"]
+    assert [(r["line"], r["message"]) for r in divergence["related"]] == [
+        (
+            line_of(main, "out ="),
+            "`out` differs the same way: (8, 1) float32 cpu on rank 0,"
+            " (7, 1) float32 cpu on rank 1",
+        )
+    ]
     data = run.var(main, line_of(main, "data ="), "data")
     assert [r["shape"] for r in data["ranks"]] == [[15, 3], [15, 3]]  # agreeing ranks: no finding
     assert "shard (8,3) r0 | (7,3) r1" in run.stderr

@@ -92,12 +92,12 @@ def test_what_was_passed_not_the_names_on_the_line(script, tmp_path: Path) -> No
         ("logits.view(-1, 27)", [512, 27], "float32"),
         ("targets.view(-1, 1)", [512, 1], "int64"),
     ]
-    notes = [(step["line"], step["note"]) for step in finding["chain"]]
+    notes = [(r["line"], r["message"]) for r in finding["related"]]
     assert (
         line_of(main, "loss ="),
         "`targets.view(-1, 1)`: Tensor.view: (32, 16) → (512, 1)",
     ) in notes
-    born = "`targets.view(-1, 1)`: torch.randint made (32, 16)"
+    born = "`targets.view(-1, 1)`: torch.randint made (32, 16) int64 cpu"
     assert (line_of(main, "targets ="), born) in notes
 
 
@@ -176,9 +176,11 @@ def test_the_batch_of_one_squeezed_away_is_the_cause(script, tmp_path: Path) -> 
     finding = _only(run, "shape_mismatch")
     assert finding["line"] == line_of(main, "logits =")
     squeeze = line_of(main, "features =")
-    [step] = [s for s in finding["chain"] if s["note"].startswith("`flat`: Tensor.squeeze")]
+    [step] = [r for r in finding["related"] if r["message"].startswith("`flat`: Tensor.squeeze")]
     assert step["line"] == squeeze
-    assert step["note"].endswith("(1, 4, 8, 8) → (4, 8, 8), dropped the size-1 dim 0")
+    assert step["message"].endswith("(1, 4, 8, 8) → (4, 8, 8), dropped the size-1 dim 0")
+    data = [s for s in finding["chain"] if s["op"] == "Tensor.squeeze"]
+    assert data[0]["before"]["shape"] == [1, 4, 8, 8] and data[0]["after"]["shape"] == [4, 8, 8]
     # shown under the crash line in the listing, as the related locations are
     assert "dropped the size-1 dim 0" in run.stderr
 
@@ -210,7 +212,7 @@ def test_the_skip_connection_names_where_the_sizes_parted(script, tmp_path: Path
     finding = _only(run, "shape_mismatch")
     assert finding["line"] == line_of(main, "return torch.cat")
     assert finding["op"] == "torch.cat"
-    parted = [s for s in finding["chain"] if "halved the odd size 15 to 7" in s["note"]]
+    parted = [r for r in finding["related"] if "halved the odd size 15 to 7" in r["message"]]
     assert [s["line"] for s in parted] == [line_of(main, "low =")]
     # the shared start of both paths (the input, the strided conv) is shown once
     lines = [s["line"] for s in finding["chain"]]
@@ -242,7 +244,7 @@ async def test_the_editor_shows_the_call_and_the_chain(lsp: LspSession) -> None:
     ]
     assert (
         line_of(path, "targets =") - 1,
-        "`targets.view(-1, 1)`: torch.randint made (32, 16)",
+        "`targets.view(-1, 1)`: torch.randint made (32, 16) int64 cpu",
     ) in related
     hover = await lsp.client.text_document_hover_async(
         types.HoverParams(

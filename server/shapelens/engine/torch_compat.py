@@ -25,6 +25,18 @@ MODULE_APPLY = "_apply"
 
 
 # -- torch function modes (torch._C's stack: the same five functions in 2.0 to 2.14) -------
+MODULE_CALL_FRAME = "_call_impl"
+"""The function of ``nn.Module.__call__`` whose frame calls ``forward`` (every 2.x)."""
+PUBLIC_NAMESPACE_OF = {
+    "torch.nn.functional": "F",
+    "torch._C._nn": "F",
+    "torch._C._linalg": "torch.linalg",
+    "torch._C._fft": "torch.fft",
+    "torch._C._special": "torch.special",
+}
+"""The module a torch function says it is from → where users call it from."""
+
+
 def function_mode_depth(torch: Any) -> int:
     return int(torch._C._len_torch_function_stack())
 

@@ -4,7 +4,7 @@ diagnostics, hover, traceUpdated). Findings travel as data; nothing parses these
 from __future__ import annotations
 
 from shapelens.present.shapes import metadata_text, shape_text
-from shapelens.trace.model import ExceptionInfo, Finding, Operand, RelatedLocation
+from shapelens.trace.model import CauseStep, ExceptionInfo, Finding, Operand, RelatedLocation
 
 MISMATCH_KINDS = ("device_mismatch", "dtype_mismatch")
 SEVERITY_MARKS = {"error": "✖", "warning": "⚠", "info": "ℹ"}
@@ -103,8 +103,48 @@ def related_locations(finding: Finding) -> list[RelatedLocation]:
             )
         )
     return found + [
-        RelatedLocation(file=step.file, line=step.line, message=step.note) for step in finding.chain
+        RelatedLocation(file=step.file, line=step.line, message=step_text(step))
+        for step in finding.chain
     ]
+
+
+def step_text(step: CauseStep) -> str:
+    """What a line of a cause chain did: ```flat`: Tensor.squeeze: (1, 4, 8, 8) → (4, 8, 8),
+    dropped the size-1 dim 0``; ```loss` differs the same way: (8, 1) on rank 0, …``."""
+    subject = f"`{step.subject}`"
+    if step.ranks:
+        values = ", ".join(
+            f"{metadata_text(r.shape, r.dtype, r.device, python=True)} on rank {r.rank}"
+            for r in step.ranks
+        )
+        return f"{subject} differs the same way: {values}"
+    after, before = step.after, step.before
+    if after is None:
+        return subject
+    if before is None:
+        made = metadata_text(after.shape, after.dtype, after.device, python=True)
+        return f"{subject}: {step.op} made {made}"
+    if before.shape != after.shape:
+        change = f"{shape_text(before.shape, python=True)} → {shape_text(after.shape, python=True)}"
+        return f"{subject}: {step.op}: {change}{_what_it_did(before.shape, after.shape)}"
+    if before.dtype != after.dtype:
+        return f"{subject}: {step.op}: {before.dtype} → {after.dtype}"
+    return f"{subject}: {step.op}: {before.device} → {after.device}"
+
+
+def _what_it_did(before: tuple[int, ...] | None, after: tuple[int, ...] | None) -> str:
+    """A dropped size-1 dim (a batch of one squeezed away), a size halved from an odd one."""
+    if before is None or after is None:
+        return ""
+    if len(after) < len(before):
+        ones = [i for i, d in enumerate(before) if d == 1]
+        if ones and tuple(d for d in before if d != 1) == tuple(after):
+            return f", dropped the size-1 dim {', '.join(str(i) for i in ones)}"
+    if len(after) == len(before):
+        for b, a in zip(before[2:], after[2:], strict=False):
+            if b % 2 and a == b // 2:
+                return f", halved the odd size {b} to {a} (rounded down: doubling gives {2 * a})"
+    return ""
 
 
 # -- one sentence per kind ---------------------------------------------------------------

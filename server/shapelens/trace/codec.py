@@ -18,6 +18,7 @@ from shapelens.trace.model import (
     CellSource,
     CompileMode,
     ExceptionInfo,
+    Facts,
     Finding,
     ModuleCall,
     ModuleFacts,
@@ -141,13 +142,63 @@ def finding_to_json(f: Finding) -> dict[str, Any]:
     }
     out.update({k: v for k, v in facts.items() if v is not None})
     if f.chain:
-        out["chain"] = [
-            {"file": c.file, "line": c.line, "expression": c.expression, "note": c.note}
-            for c in f.chain
-        ]
+        out["chain"] = [_step_to_json(step) for step in f.chain]
     if f.related:
         out["related"] = [{"file": r.file, "line": r.line, "message": r.message} for r in f.related]
     return out
+
+
+def _facts_to_json(facts: Facts) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "shape": None if facts.shape is None else list(facts.shape),
+        "dtype": facts.dtype,
+        "device": facts.device,
+    }
+    if facts.rank is not None:
+        out["rank"] = facts.rank
+    return out
+
+
+def _step_to_json(step: CauseStep) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "file": step.file,
+        "line": step.line,
+        "expression": step.expression,
+        "subject": step.subject,
+    }
+    if step.op is not None:
+        out["op"] = step.op
+    if step.before is not None:
+        out["before"] = _facts_to_json(step.before)
+    if step.after is not None:
+        out["after"] = _facts_to_json(step.after)
+    if step.ranks:
+        out["ranks"] = [_facts_to_json(facts) for facts in step.ranks]
+    return out
+
+
+def _facts_from_json(facts: dict[str, Any]) -> Facts:
+    rank = facts.get("rank")
+    return Facts(
+        shape=_shape(facts.get("shape")),
+        dtype=facts.get("dtype"),
+        device=facts.get("device"),
+        rank=None if rank is None else int(rank),
+    )
+
+
+def _step_from_json(step: dict[str, Any]) -> CauseStep:
+    before, after = step.get("before"), step.get("after")
+    return CauseStep(
+        file=str(step["file"]),
+        line=int(step["line"]),
+        expression=step.get("expression"),
+        subject=str(step["subject"]),
+        op=step.get("op"),
+        before=None if before is None else _facts_from_json(before),
+        after=None if after is None else _facts_from_json(after),
+        ranks=tuple(_facts_from_json(facts) for facts in step.get("ranks", ())),
+    )
 
 
 def _operand_from_json(o: dict[str, Any]) -> Operand:
@@ -196,15 +247,7 @@ def finding_from_json(f: dict[str, Any]) -> Finding:
         rank=None if rank is None else int(rank),
         op=f.get("op"),
         advice=f.get("advice"),
-        chain=tuple(
-            CauseStep(
-                file=str(c["file"]),
-                line=int(c["line"]),
-                expression=c.get("expression"),
-                note=str(c["note"]),
-            )
-            for c in f.get("chain", ())
-        ),
+        chain=tuple(_step_from_json(step) for step in f.get("chain", ())),
         note=note,
         related=tuple(
             RelatedLocation(file=r["file"], line=int(r["line"]), message=r["message"])

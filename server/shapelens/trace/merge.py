@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from shapelens.trace.model import (
+    CauseStep,
     ExceptionInfo,
+    Facts,
     Finding,
     Operand,
     RankValue,
@@ -36,6 +38,7 @@ def merge_traces(
     order = sorted(ranks)
     first = ranks[order[0]]
     lines, divergences = _merge_lines(ranks, order)
+    divergences = _one_per_cause(divergences)
     failed = _failed_ranks(ranks, order, ended_at or {})
     exception, rank_exceptions = _exceptions(ranks, failed)
     return Trace(
@@ -126,6 +129,46 @@ def _divergence(file: str, number: int, name: str, values: tuple[RankValue, ...]
             for v in values
         ),
     )
+
+
+def _one_per_cause(divergences: list[Finding]) -> list[Finding]:
+    """A divergence that differs the way an earlier one does (the same sizes on the same
+    ranks: the uneven shard's 8 and 7 rows) is its consequence: a step of the earlier one's
+    chain, not a finding of its own."""
+    kept: list[tuple[Finding, set[tuple[tuple[int, int], ...]]]] = []
+    for finding in divergences:
+        signature = _differing_sizes(finding)
+        for index, (cause, cause_signature) in enumerate(kept):
+            if signature & cause_signature and cause.file == finding.file:
+                step = CauseStep(
+                    file=finding.file,
+                    line=finding.line,
+                    expression=None,
+                    subject=finding.operands[0].name,
+                    ranks=tuple(
+                        Facts(shape=o.shape, dtype=o.dtype, device=o.device, rank=o.rank)
+                        for o in finding.operands
+                    ),
+                )
+                kept[index] = (replace(cause, chain=(*cause.chain, step)), cause_signature)
+                break
+        else:
+            kept.append((finding, signature))
+    return [finding for finding, _ in kept]
+
+
+def _differing_sizes(finding: Finding) -> set[tuple[tuple[int, int], ...]]:
+    """For each dim whose size differs between ranks: ((rank, size), ...); the ranks' ranks
+    when those differ."""
+    shapes = [(o.rank or 0, o.shape or ()) for o in finding.operands]
+    if len({len(shape) for _, shape in shapes}) != 1:
+        return {tuple((rank, len(shape)) for rank, shape in shapes)}
+    found = set()
+    for dim in range(len(shapes[0][1])):
+        sizes = tuple((rank, shape[dim]) for rank, shape in shapes)
+        if len({size for _, size in sizes}) > 1:
+            found.add(sizes)
+    return found
 
 
 def _rank_findings(ranks: dict[int, Trace], order: list[int]) -> list[Finding]:

@@ -120,13 +120,29 @@ class RelatedLocation:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Facts:
+    """A value's metadata at one step of a cause chain (``rank``: a distributed run's)."""
+
+    shape: tuple[int, ...] | None
+    dtype: str | None
+    device: str | None
+    rank: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class CauseStep:
-    """One user line in a finding's cause chain: what it did to the value that failed."""
+    """One user line in a finding's cause chain: ``op`` made ``subject``'s value ``after``
+    out of one that was ``before`` (None: made from no tensor seen). A distributed run's
+    divergence lists instead the consequence's value on each rank (``ranks``)."""
 
     file: str
     line: int
     expression: str | None
-    note: str
+    subject: str
+    op: str | None = None
+    before: Facts | None = None
+    after: Facts | None = None
+    ranks: tuple[Facts, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -140,12 +140,13 @@ class FailedCallRule:
         odd = {o.name for o in finding.operands if o.odd}
         followed = [n for n in named if not n.is_module and (not odd or n.label in odd)]
         steps: list[CauseStep] = []
-        shown: set[tuple[str, int, str]] = set()
+        shown: set[tuple[str, int, str, Any, Any]] = set()
         for operand in followed:  # a step two operands share (their common path) once
-            for step in self._provenance.chain(operand.value, attribute):
-                if (step.file, step.line, step.note) not in shown:
-                    shown.add((step.file, step.line, step.note))
-                    steps.append(replace(step, note=f"`{operand.label}`: {step.note}"))
+            for step in self._provenance.chain(operand.value, attribute, operand.label):
+                key = (step.file, step.line, step.op, step.before, step.after)
+                if key not in shown:
+                    shown.add(key)
+                    steps.append(step)
         return tuple(steps[:MAX_CHAIN])
 
 

@@ -71,20 +71,40 @@ class Operand:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Facts:
+    """A value's metadata at one step of a cause chain."""
+
+    shape: tuple[int, ...] | None
+    dtype: str | None
+    device: str | None
+
+    def to_message(self) -> dict[str, Any]:
+        shape = None if self.shape is None else [int(d) for d in self.shape]
+        return {"shape": shape, "dtype": self.dtype, "device": self.device}
+
+
+@dataclass(frozen=True, kw_only=True)
 class CauseStep:
-    """One user line in a finding's cause chain: what it did to the value that failed."""
+    """One user line in a finding's cause chain: ``op`` made ``subject``'s value ``after``
+    out of one that was ``before`` (None: made from no tensor we saw)."""
 
     file: str
     line: int
     expression: str | None
-    note: str
+    subject: str
+    op: str
+    before: Facts | None
+    after: Facts
 
     def to_message(self) -> dict[str, Any]:
         return {
             "file": self.file,
             "line": self.line,
             "expression": self.expression,
-            "note": self.note,
+            "subject": self.subject,
+            "op": self.op,
+            "before": None if self.before is None else self.before.to_message(),
+            "after": self.after.to_message(),
         }
 
 

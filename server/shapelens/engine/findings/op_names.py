@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from shapelens.engine import torch_compat
+
 OPERATOR_OF = {
     "matmul": ast.MatMult, "__matmul__": ast.MatMult, "__rmatmul__": ast.MatMult,
     "add": ast.Add, "__add__": ast.Add, "__radd__": ast.Add,
@@ -31,9 +33,7 @@ def op_label(func: Any) -> str:
         return _SYMBOL[operator] if name.startswith("__") else f"Tensor.{name}"
     if qualname.startswith(("TensorBase.", "Tensor.")):
         return f"Tensor.{name}"
-    if module == "torch.nn.functional" or module == "torch._C._nn":
-        return f"F.{name}"
-    for namespace in ("linalg", "fft", "special"):  # linalg_inv is torch.linalg.inv
-        if module == f"torch._C._{namespace}":
-            return f"torch.{namespace}.{name.removeprefix(namespace + '_')}"
+    namespace = torch_compat.PUBLIC_NAMESPACE_OF.get(module)
+    if namespace is not None:  # linalg_inv is torch.linalg.inv
+        return f"{namespace}.{name.removeprefix(namespace.rpartition('.')[2] + '_')}"
     return f"torch.{name}"

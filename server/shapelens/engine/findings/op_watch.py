@@ -174,7 +174,7 @@ class OpWatch:
             code = frame.f_code
             if not code.co_filename.startswith(self._torch_dir):
                 return
-            if code.co_name == "_call_impl" and below is not None:
+            if code.co_name == torch_compat.MODULE_CALL_FRAME and below is not None:
                 direct = False
                 module = _forward_call(below)[0]
             elif depth >= 3:
@@ -214,7 +214,7 @@ class OpWatch:
                 return
             if self.is_user_code(frame.f_code):
                 break
-            if frame.f_code.co_name == "_call_impl" and below is not None:
+            if frame.f_code.co_name == torch_compat.MODULE_CALL_FRAME and below is not None:
                 modules.append(_forward_call(below))  # the forward Module.__call__ ran
             below = frame
             frame = frame.f_back

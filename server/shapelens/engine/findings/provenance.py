@@ -16,7 +16,7 @@ import weakref
 from typing import Any
 
 from shapelens.engine import values
-from shapelens.engine.findings.finding import CauseStep
+from shapelens.engine.findings.finding import CauseStep, Facts
 
 CAPACITY = 4096
 """Results remembered (each a few hundred bytes: shapes and weak references)."""
@@ -113,7 +113,7 @@ class Provenance:
         found = self._made.get(id(value))
         return found if found is not None and found.ref() is value else None
 
-    def chain(self, value: Any, attribute: str) -> list[CauseStep]:
+    def chain(self, value: Any, attribute: str, subject: str) -> list[CauseStep]:
         """The lines that changed ``value``'s ``attribute`` (``shape``, ``dtype``, ``device``)
         on its way from where it was made, earliest first; where it was first made by a
         watched call (no tensor input) is the first step."""
@@ -123,13 +123,21 @@ class Provenance:
         while made is not None and len(steps) < 4 * MAX_STEPS:
             before = made.source_meta
             if before is None or before[field] != made.meta[field]:
-                note = _note(made, before, field)
                 steps.append(
-                    CauseStep(file=made.file, line=made.line, expression=made.expression, note=note)
-                )
+                    CauseStep(
+                        file=made.file, line=made.line, expression=made.expression,
+                        subject=subject, op=made.op,
+                        before=None if before is None else _facts(before),
+                        after=_facts(made.meta),
+                    )
+                )  # fmt: skip
             made = made.source
         steps.reverse()
         return steps[:MAX_STEPS]
+
+
+def _facts(meta: Meta) -> Facts:
+    return Facts(shape=meta[0], dtype=meta[1], device=meta[2])
 
 
 def _data_input(inputs: list[Any]) -> Any:
@@ -150,39 +158,3 @@ def _meta(value: Any) -> Meta:
         return shape, values.dtype_name(value.dtype), values.device_name(value.device)
     except Exception:
         return shape, None, None
-
-
-def _shape_words(shape: tuple[int, ...] | None) -> str:
-    if shape is None:
-        return "?"
-    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
-
-
-def _note(made: Made, before: Meta | None, field: int) -> str:
-    """What the line did: ``Tensor.squeeze: (1, 64) → (64,), dropped the size-1 dim 0``."""
-    after = made.meta[field]
-    if before is None:
-        shown = _shape_words(made.meta[0]) if field == 0 else after
-        return f"{made.op} made {shown}"
-    if field != 0:
-        return f"{made.op}: {before[field]} → {after}"
-    return f"{made.op}: {_shape_words(before[0])} → {_shape_words(made.meta[0])}" + _why(
-        before[0], made.meta[0]
-    )
-
-
-def _why(before: tuple[int, ...] | None, after: tuple[int, ...] | None) -> str:
-    """A dropped size-1 dim (a batch of one squeezed away), a size halved from an odd one."""
-    if before is None or after is None:
-        return ""
-    if len(after) < len(before):
-        ones = [i for i, d in enumerate(before) if d == 1]
-        if ones and tuple(d for d in before if d != 1) == tuple(after):
-            dims = ", ".join(str(i) for i in ones)
-            return f", dropped the size-1 dim {dims}"
-    if len(after) == len(before):
-        odd = [(b, a) for b, a in zip(before[2:], after[2:], strict=False) if b % 2 and a == b // 2]
-        if odd:
-            b, a = odd[0]
-            return f", halved the odd size {b} to {a} (rounded down: doubling gives {2 * a})"
-    return ""

@@ -9,7 +9,7 @@ from shapelens.lsp.features.lookup import binding_near
 from shapelens.lsp.features.text import end_of_line, line_text
 from shapelens.lsp.results import FileView
 from shapelens.present.dim_names import dim_names
-from shapelens.present.findings import SEVERITY_MARKS, finding_detail, mentions
+from shapelens.present.findings import SEVERITY_MARKS, finding_detail, mentions, step_text
 from shapelens.present.markdown import var_table
 from shapelens.trace import TracedVar
 
@@ -55,7 +55,7 @@ def hover_for(
             mark = SEVERITY_MARKS.get(finding.severity, "ℹ")
             where = f"(line {current + 1})"
             chain = "".join(
-                f"\n- ↳ line {step.line}: {step.note}" for step in finding.chain
+                f"\n- ↳ line {step.line}: {step_text(step)}" for step in finding.chain
             )  # how the failing value came to be, earliest first
             sections.append(f"{mark} **{finding.kind}** {where}: {finding_detail(finding)}{chain}")
     if not sections:
