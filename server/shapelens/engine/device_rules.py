@@ -18,15 +18,19 @@ from typing import Any
 
 SAME_DEVICE = "Expected all tensors to be on the same device, but found at least two devices"
 
-_CONVOLUTIONS = ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-                 "conv_transpose3d")  # torch.nn.functional's, torch's own  # fmt: skip
+_CONVOLUTIONS = (
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "conv_transpose3d",
+)
+"""In ``torch.nn.functional`` (the same functions as ``torch.conv2d`` and the others)."""
 _CROSS_DEVICE_BY_DESIGN = frozenset({"copy_", "set_", "index_put_", "put_", "resize_as_"})
 """In-place methods whose operands may sit elsewhere (a copy, indices moved to the device)."""
-_INPLACE_OPERATORS = frozenset(
-    f"__i{name}__"
-    for name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and", "or", "xor",
-                 "lshift", "rshift", "matmul")
-)  # fmt: skip
+_INPLACE_OPERATORS = frozenset({"__iand__", "__ior__", "__ixor__", "__ilshift__", "__irshift__"})
+"""``x &= y`` and its kin reach a torch function mode by these names (``x += y`` as ``add_``)."""
 _INDEXING, _EMBEDDING_BY_TORCH, _EMBEDDING_BY_FUNCTIONAL, _CONVOLUTION = range(4)
 
 
