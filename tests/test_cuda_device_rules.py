@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import json
 import runpy
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from conftest import REPO, line_of, need, run_cli
 
@@ -121,3 +125,17 @@ def test_a_device_error_reads_as_on_the_gpu(script, tmp_path: Path) -> None:  # 
         "devices, cuda:0 and cpu!"
     )
     assert not [word for word in FAKE_INTERNALS if word in traceback], traceback
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_real_gpu_raises_where_the_table_says(tmp_path: Path) -> None:
+    """The table's ground truth, recorded on the GPU by the script a user would run."""
+    out = tmp_path / "observed.json"
+    script = REPO / "scripts" / "record_cuda_rules.py"
+    done = subprocess.run(
+        [sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    assert report["rules"] == report["agree"] == len(RULES)
