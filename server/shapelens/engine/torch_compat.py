@@ -122,9 +122,9 @@ def unset_fake_temporarily() -> Any:
 
 
 def is_fake_device_error(err: BaseException) -> bool:
-    """The fake kernels' device check failed: ``FakeTensorDeviceMismatchError`` (a
-    RuntimeError) in torch 2.13 and 2.14; torch 2.4 raises a plain RuntimeError there
-    (worded as :data:`FAKE_DEVICE_ERROR`)."""
+    """The fake kernels' device check failed: ``FakeTensorDeviceMismatchError``, a
+    RuntimeError (torch 2.13). Where torch has no such class (2.4) the check raises a plain
+    RuntimeError, worded as :data:`FAKE_DEVICE_ERROR`."""
     from torch._subclasses import fake_tensor
 
     mismatch = getattr(fake_tensor, "FakeTensorDeviceMismatchError", None)
