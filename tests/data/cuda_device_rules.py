@@ -253,7 +253,7 @@ a = torch.randn(3, device=dev)
 b = torch.randn(3)
 c = torch.stack([a, b])
 """),
-    # -- convolutions and normalisation ----------------------------------------------------
+    # -- convolutions, normalisation, recurrent layers ------------------------------------
     dict(name="conv_on_gpu_image_on_cpu", raises="RuntimeError", says="Input type",
          note="worded by the convolution: Input type (torch.FloatTensor) and weight type "
          "(torch.cuda.FloatTensor) should be the same", code="""
@@ -275,6 +275,13 @@ y = conv(img)
 bn = nn.BatchNorm1d(3)
 x = torch.randn(4, 3, device=dev)
 y = bn(x)
+"""),
+    dict(name="gru_cpu_hidden_state", raises="RuntimeError", says="same device",
+         note="'Input and hidden tensors are not at the same device, found input tensor at "
+         "cuda:0 and hidden tensor at cpu'", code="""
+rnn = nn.GRU(3, 4, batch_first=True).to(dev)
+h0 = torch.zeros(1, 2, 4)
+out, h = rnn(torch.randn(2, 5, 3, device=dev), h0)
 """),
     # -- losses ---------------------------------------------------------------------------
     dict(name="cross_entropy_cpu_targets", raises="RuntimeError", says=SAME, code="""
@@ -343,6 +350,18 @@ model(torch.randn(4, 3, device=dev)).sum().backward()
 (temperature * 2).sum().backward()
 opt.step()
 """),
+    dict(name="load_state_dict_from_cpu", raises=None,
+         note="load_state_dict copies each tensor into the parameter, across devices", code="""
+src = nn.Linear(3, 2)
+model = nn.Linear(3, 2).to(dev)
+model.load_state_dict(src.state_dict())
+y = model(torch.randn(4, 3, device=dev))
+"""),
+    dict(name="clip_grad_norm_on_gpu", raises=None, code="""
+model = nn.Linear(3, 1).to(dev)
+model(torch.randn(4, 3, device=dev)).sum().backward()
+torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+"""),
     dict(name="cpu_grad_assigned_to_gpu_param", raises="RuntimeError", says="device",
          note="'attempting to assign a gradient with device type 'cpu' to a tensor with "
          "device type 'cuda''", code="""
@@ -373,6 +392,11 @@ y = x[keep]
 x = torch.zeros(10, device=dev)
 idx = torch.tensor([1, 3])
 x[idx] = 1.0
+"""),
+    dict(name="gpu_tensor_cpu_bool_mask_assigned", raises=None, code="""
+x = torch.randn(5, device=dev)
+keep = torch.tensor([True, False, True, True, False])
+x[keep] = 0.0
 """),
     dict(name="cpu_tensor_gpu_index", raises="RuntimeError", says="same device",
          note="'indices should be either on cpu or on the same device as the indexed tensor "
@@ -430,6 +454,11 @@ x.add_(torch.tensor(1.0, device=dev))
     dict(name="cpu_accumulator_plus_gpu", raises="RuntimeError", says=SAME, code="""
 total = torch.zeros(3)
 total += torch.randn(3, device=dev)
+"""),
+    dict(name="ema_update_inplace_on_gpu", raises=None, code="""
+ema = torch.zeros(3, device=dev)
+w = torch.randn(3, device=dev)
+ema.mul_(0.9).add_(w, alpha=0.1)
 """),
     dict(name="gpu_mul_inplace_scalar", raises=None, code="""
 x = torch.ones(3, device=dev)
