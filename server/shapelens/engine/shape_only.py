@@ -11,6 +11,9 @@ CUDA, ShapeLens reports CUDA as available and places every ``cuda`` tensor on to
 ``meta`` device instead (a :class:`~torch.overrides.TorchFunctionMode` rewrites the device
 arguments of every torch call), and shows ``meta`` as ``cuda:0``: in hints, findings and
 error messages. The program's own ``meta`` tensors read ``cuda:0`` too in such a run.
+A device error is raised where a real GPU raises one, and only there: the fake kernels' own
+checks, plus those they skip (:mod:`shapelens.engine.device_rules`); it reads as the GPU's,
+a RuntimeError raised by the user's call, without the fake-tensor frames below it.
 
 Everything replaced here is put back by :meth:`ShapeOnly.remove`.
 """
@@ -28,6 +31,7 @@ from typing import Any
 
 from shapelens.engine import torch_compat, values
 from shapelens.engine.after_import import when_imported
+from shapelens.engine.device_rules import SAME_DEVICE, DeviceRules
 
 STATUS = "shape_only_stop"
 """The run status when the program needed a value a shape-only run does not have."""
@@ -266,7 +270,12 @@ def as_the_device_says(text: str, *, simulate_cuda: bool) -> str:
         lambda m: "mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})".format(*m.groups()),
         text,
     )
-    return text.replace("meta", SIMULATED_CUDA) if simulate_cuda else text
+    text = torch_compat.FAKE_DEVICE_ERROR.sub(
+        lambda m: "{}, {} and {}!".format(SAME_DEVICE, *m.groups()), text
+    )
+    if not simulate_cuda:
+        return text
+    return text.replace("device type 'meta'", "device type 'cuda'").replace("meta", SIMULATED_CUDA)
 
 
 def _as_on_the_device(torch: Any, *, simulate_cuda: bool) -> Any:
@@ -288,6 +297,12 @@ def _as_on_the_device(torch: Any, *, simulate_cuda: bool) -> Any:
 
     def as_number(index: Any) -> Any:
         return _as_number(torch, FakeTensor, unset_fake_temporarily, index)
+
+    def device_of(tensor: Any) -> str:
+        device = tensor.device
+        return SIMULATED_CUDA if simulate_cuda and device.type == "meta" else str(device)
+
+    rules = DeviceRules(torch, device_of, tree_leaves)
 
     def on_meta(device: Any) -> Any:
         return meta if _is_cuda(torch, device) else device
@@ -324,15 +339,36 @@ def _as_on_the_device(torch: Any, *, simulate_cuda: bool) -> Any:
 
         @staticmethod
         def _call(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            said = rules.error(func, args, kwargs)
+            if said is not None:  # what the GPU checks and the fake kernel does not
+                raise RuntimeError(said)
             try:
                 return func(*args, **kwargs)
             except RuntimeError as err:
                 if err.args and isinstance(err.args[0], str):
                     said = as_the_device_says(err.args[0], simulate_cuda=simulate_cuda)
                     err.args = (said, *err.args[1:])
+                if _raised_by_torch_itself(torch, err):
+                    # As the device's kernel raises it: no fake-tensor frames, no chain.
+                    raise RuntimeError(*err.args) from None
                 raise
 
     return AsOnTheDevice()
+
+
+def _raised_by_torch_itself(torch: Any, err: RuntimeError) -> bool:
+    """``err`` is torch's own error of the call (a kernel's, or the fake kernel's device
+    check), not one of a subclass or of user code the call ran (an autograd Function's):
+    only torch's frames lie below the call."""
+    if type(err) is not RuntimeError and not torch_compat.is_fake_device_error(err):
+        return False
+    root = os.path.dirname(torch.__file__) + os.sep
+    below = err.__traceback__.tb_next if err.__traceback__ is not None else None
+    while below is not None:
+        if not below.tb_frame.f_code.co_filename.startswith(root):
+            return False
+        below = below.tb_next
+    return True
 
 
 def _as_number(torch: Any, fake: type, unset_fake: Any, index: Any) -> Any:

@@ -133,6 +133,16 @@ def unset_fake_temporarily() -> Any:
     return unset()
 
 
+def is_fake_device_error(err: BaseException) -> bool:
+    """The fake kernels' device check failed: ``FakeTensorDeviceMismatchError``, a
+    RuntimeError (torch 2.13). Where torch has no such class (2.4) the check raises a plain
+    RuntimeError, worded as :data:`FAKE_DEVICE_ERROR`."""
+    from torch._subclasses import fake_tensor
+
+    mismatch = getattr(fake_tensor, "FakeTensorDeviceMismatchError", None)
+    return mismatch is not None and isinstance(err, mismatch)
+
+
 def is_stand_in(tensor_type: type) -> bool:
     """FakeTensor, FunctionalTensor: stand-ins while torch.compile/export trace user code."""
     return tensor_type.__module__.startswith("torch._subclasses.")
@@ -211,6 +221,11 @@ WANTS_BOOL_ERROR = re.compile(
 """A dtype error that asks for a bool tensor (a mask)."""
 WANTS_INTEGER_ERROR = re.compile(r"\b(Long|Int)\b|int64|indices", re.IGNORECASE)
 """A dtype error that asks for integer indices."""
+FAKE_DEVICE_ERROR = re.compile(
+    r"Unhandled FakeTensor Device Propagation for \S+, found two different devices (\S+), (\S+)"
+)
+"""The fake kernels' device check as torch 2.4 words it; newer ones say what a GPU says,
+"Expected all tensors to be on the same device, but found at least two devices, A and B!"."""
 FAKE_MATMUL_ERROR = re.compile(
     r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]\.?"
 )

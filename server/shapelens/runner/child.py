@@ -341,11 +341,15 @@ _HIDDEN_FILES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ru
 
 
 def _without_our_frames(tb: types.TracebackType | None) -> types.TracebackType | None:
-    """Drop ShapeLens's own frames (the runner's, the import wrapper's), as python shows only
-    the user's."""
+    """Drop ShapeLens's own frames (the runner's, the import wrapper's, its torch function
+    modes' and torch's code that calls them), as python shows only the user's."""
+    hidden: tuple[str, ...] = _HIDDEN_FILES
+    overrides = getattr(sys.modules.get("torch.overrides"), "__file__", None)
+    if isinstance(overrides, str):  # handle_torch_function: a call handed to our modes
+        hidden = (*hidden, overrides)
     kept: list[types.TracebackType] = []
     while tb is not None:
-        if not tb.tb_frame.f_code.co_filename.startswith(_HIDDEN_FILES):
+        if not tb.tb_frame.f_code.co_filename.startswith(hidden):
             kept.append(tb)
         tb = tb.tb_next
     rebuilt: types.TracebackType | None = None
