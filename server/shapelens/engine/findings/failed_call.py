@@ -140,10 +140,13 @@ class FailedCallRule:
         odd = {o.name for o in finding.operands if o.odd}
         followed = [n for n in named if not n.is_module and (not odd or n.label in odd)]
         steps: list[CauseStep] = []
+        born = {(o.name, o.file, o.line) for o in finding.operands}
         shown: set[tuple[str, int, str, Any, Any]] = set()
         for operand in followed:  # a step two operands share (their common path) once
             for step in self._provenance.chain(operand.value, attribute, operand.label):
                 key = (step.file, step.line, step.op, step.before, step.after)
+                if step.before is None and (operand.label, step.file, step.line) in born:
+                    continue  # its birth: shown with the operand already
                 if key not in shown:
                     shown.add(key)
                     steps.append(step)
