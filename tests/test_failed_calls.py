@@ -256,3 +256,20 @@ async def test_the_editor_shows_the_call_and_the_chain(lsp: LspSession) -> None:
     text = hover.contents.value  # type: ignore[union-attr]
     assert "**shape_mismatch**" in text
     assert "↳ line 6: `targets.view(-1, 1)`: Tensor.view: (32, 16) → (512, 1)" in text
+
+
+def test_a_caught_error_s_traceback_is_the_programs_own(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    script(
+        """
+        import traceback
+        import torch
+        try:
+            bad = torch.ones(4, 3) @ torch.ones(5, 2)
+        except RuntimeError:
+            traceback.print_exc()
+        """
+    )
+    run = run_cli("--quiet", "main.py", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    frames = [line for line in run.stderr.splitlines() if line.strip().startswith("File ")]
+    assert len(frames) == 1 and "main.py" in frames[0], run.stderr

@@ -185,7 +185,7 @@ def test_a_failing_cell_fails_as_without_shapelens_and_is_in_the_trace(session: 
     assert error["evalue"] == "mat1 and mat2 shapes cannot be multiplied (6x3 and 5x2)" or (
         error["evalue"] == "mat1 and mat2 shapes cannot be multiplied (4x3 and 5x2)"
     )
-    assert not any("shapelens" in line for line in error["traceback"])
+    assert not any("shapelens" in line for line in error["traceback"]), error["traceback"]
     trace = session.trace()
     failed = _cell(trace, CELLS["fail"])
     assert trace["status"] == "exception"

@@ -27,7 +27,7 @@ import os
 import sys
 import warnings
 from collections.abc import Callable
-from types import CodeType, FrameType
+from types import CodeType, FrameType, TracebackType
 from typing import Any
 
 from shapelens.engine.code_info import NO_STATEMENT, CodeInfo
@@ -253,10 +253,17 @@ class StatementRecorder:
                 info, info.statement_of.get(line, line), "<yield>" if yielded else "<return>", value
             )
 
-    def exception_raised(self, frame: FrameType, info: CodeInfo, exc: BaseException | None) -> None:
-        """``exc`` was raised in ``frame`` (or passes through it): its running statement did
-        not complete. Explains a shape or dtype error, reported if the run ends with it."""
-        failed = self.op_watch.failure_in(frame, exc) if exc is not None else None
+    def exception_raised(
+        self,
+        frame: FrameType,
+        info: CodeInfo,
+        exc: BaseException | None,
+        tb: TracebackType | None = None,
+    ) -> None:
+        """``exc`` was raised in ``frame`` (or passes through it, traceback ``tb`` when the
+        backend has it): its running statement did not complete. Explains a shape or dtype
+        error, reported if the run ends with it."""
+        failed = self.op_watch.failure_in(frame, exc, tb) if exc is not None else None
         if self._op_statements:
             self._end_op_statement(frame)
         # Exceptions can't be weakly referenced and a strong reference would keep their

@@ -252,8 +252,9 @@ class Tracer:
                 previous = NO_STATEMENT
             elif event == "exception":
                 previous = NO_STATEMENT
-                exc = arg[1] if isinstance(arg, tuple) and len(arg) > 1 else None
-                events.exception_raised(frame, info, exc)
+                exc = arg[1] if isinstance(arg, tuple) and len(arg) > 2 else None
+                # the traceback as it is now (exc.__traceback__ lags behind it on 3.11)
+                events.exception_raised(frame, info, exc, arg[2] if exc is not None else None)
             return local
 
         return local

@@ -17,7 +17,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
-from types import CodeType, FrameType
+from types import CodeType, FrameType, TracebackType
 from typing import Any, NamedTuple
 
 from shapelens.engine import torch_compat
@@ -144,13 +144,22 @@ class OpWatch:
     def watching(self) -> bool:
         return bool(self._frames)
 
-    def failure_in(self, frame: FrameType, exc: BaseException) -> FailedCall | None:
-        """The watched call that raised ``exc`` and was made by ``frame``, if any."""
+    def failure_in(
+        self, frame: FrameType, exc: BaseException, tb: TracebackType | None = None
+    ) -> FailedCall | None:
+        """The watched call that raised ``exc`` and was made by ``frame``, if any; the
+        mode's frames are taken out of the traceback (``tb``, else the exception's)."""
         failed = self._failed
         if failed is None or failed.exc is not exc or failed.frame is not frame:
             return None
         self._failed = None
+        with contextlib.suppress(Exception):  # the user frame's entry leads the traceback
+            _skip_the_mode(tb or exc.__traceback__, self._hidden_files())
         return failed
+
+    def _hidden_files(self) -> tuple[str, ...]:
+        overrides = os.path.join(self._torch_dir, "overrides.py")  # handle_torch_function
+        return (__file__, overrides)
 
     def seen(
         self,
@@ -228,6 +237,19 @@ class OpWatch:
             func=func, args=args, kwargs=kwargs, exc=exc, frame=frame, modules=tuple(modules),
             verdict=verdict,
         )  # fmt: skip
+
+
+def _skip_the_mode(tb: TracebackType | None, hidden: tuple[str, ...]) -> None:
+    """Unlink the mode's frames (and torch's code that hands a call to it) from the
+    traceback, as it would be without the mode: a notebook shows every frame. In place:
+    on 3.11 the interpreter puts back the traceback object it had after a trace event."""
+    kept = tb
+    while kept is not None:
+        following = kept.tb_next
+        while following is not None and following.tb_frame.f_code.co_filename in hidden:
+            following = following.tb_next
+        kept.tb_next = following
+        kept = following
 
 
 def _tensors(tensor: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
