@@ -40,6 +40,7 @@ for epoch in range(2):
         logits = model(xb)
         logp = F.log_softmax(logits, dim=1)
         probs = logits.softmax(-1)
+        implicit = F.softmax(logits)
         loss = -(logp.squeeze(1) * yb).mean()
         opt.zero_grad()
         loss.backward()
@@ -68,6 +69,9 @@ for epoch in range(2):
     assert logp["related"][0]["line"] == line_of(main, "logits = model(xb)")
     probs = found[line_of(main, "probs =")]  # a negative dim, a method
     assert probs["op"] == "Tensor.softmax" and "1 everywhere" in probs["advice"]
+    # no dim: torch's own warning says so, and it is not reported twice
+    [implicit] = run.findings("library_warning")
+    assert implicit["line"] == line_of(main, "implicit =")
 
 
 @pytest.mark.backend
@@ -139,7 +143,7 @@ def test_ordinary_code_is_not_degenerate(script, tmp_path: Path) -> None:  # typ
     """The traps: a (B, 1) output into BCEWithLogitsLoss, a squeeze with its dim, a last
     batch of one reduced over its batch dim, a softmax and keepdim reductions over real
     dims, a sum that squeezes a (B, 1) on purpose, attention over keys that grow from one,
-    and a squeeze of inputs whose rank differs."""
+    a squeeze of inputs whose rank differs, and a squeeze of a named dim."""
     script(
         _DATA.format(n=9)
         + """
@@ -169,6 +173,9 @@ def flat(t):
 
 for t in (torch.ones(4, 1), torch.ones(4, 5, 1), torch.ones(4, 1), torch.ones(4, 5, 1)):
     flat(t)
+
+for channels in (3, 1, 3, 1):  # the dim named: dropped only where it has size 1
+    part = torch.ones(4, channels).squeeze(1)
 """
     )
     run = run_cli("--quiet", "main.py", cwd=tmp_path)

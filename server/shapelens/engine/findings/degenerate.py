@@ -45,6 +45,7 @@ _REDUCING = frozenset(
     ("sum", "mean", "nansum", "nanmean", "prod", "amax", "amin", "max", "min", "logsumexp",
      "median", "nanmedian", "std", "var")
 )  # fmt: skip
+_JUDGED = frozenset((*_NORMALISING, *_REDUCING, "squeeze"))
 _SPREAD = frozenset(("std", "var"))
 """Reductions that are not their input over one element: NaN (0 with correction=0)."""
 _NOT_BOUND = ("torch", "F", "functional")
@@ -98,12 +99,14 @@ class DegenerateRule:
         called = seen.called
         if not called.direct or not called.args or not called.results:
             return []
+        name = called.op.rsplit(".", 1)[-1]
+        if name not in _JUDGED:
+            return []  # and not counted: the broadcast rule counts operators ("+") there
         index = seen.counts.get(called.op, 0)
         seen.counts[called.op] = index + 1
-        name = called.op.rsplit(".", 1)[-1]
         x = called.args[0]
         shape = shape_of(x)
-        if shape is None or not shape or name not in (*_NORMALISING, *_REDUCING, "squeeze"):
+        if not shape:
             return []
         if name == "squeeze":
             return self._squeeze(seen, index, x, shape)
