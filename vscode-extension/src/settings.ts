@@ -16,7 +16,7 @@ export interface Settings {
   extraEnv: Record<string, string>;
   timeout: number | null;
   traceDir: string; // one more folder where notebook kernels write their traces ("": none)
-  findings: { broadcast: boolean; mismatch: boolean; nonfinite: boolean; warnings: boolean; nonfiniteOnGpu: boolean };
+  findings: { broadcast: boolean; mismatch: boolean; nonfinite: boolean; warnings: boolean; degenerate: boolean; nonfiniteOnGpu: boolean };
 }
 
 export const DEFAULTS: Settings = {
@@ -31,7 +31,7 @@ export const DEFAULTS: Settings = {
   extraEnv: {},
   timeout: null,
   traceDir: "",
-  findings: { broadcast: true, mismatch: true, nonfinite: true, warnings: true, nonfiniteOnGpu: false },
+  findings: { broadcast: true, mismatch: true, nonfinite: true, warnings: true, degenerate: true, nonfiniteOnGpu: false },
 };
 
 export type Getter = (key: string) => unknown;
@@ -68,6 +68,7 @@ export function readSettings(get: Getter): { settings: Settings; problems: strin
       mismatch: pick("findings.mismatch", true, isBool),
       nonfinite: pick("findings.nonfinite", true, isBool),
       warnings: pick("findings.warnings", true, isBool),
+      degenerate: pick("findings.degenerate", true, isBool),
       nonfiniteOnGpu: pick("findings.nonfiniteOnGpu", false, isBool),
     },
   };
@@ -86,6 +87,7 @@ export function serverSettings(settings: Settings, interpreter: string): { shape
         mismatch: settings.findings.mismatch,
         nonfinite: settings.findings.nonfinite,
         warnings: settings.findings.warnings,
+        degenerate: settings.findings.degenerate,
       },
       nonfiniteOnGpu: settings.findings.nonfiniteOnGpu,
       maxHintLength: Math.min(settings.maxHintLength, 200),

@@ -33,6 +33,7 @@ from typing import Any
 from shapelens.engine.code_info import NO_STATEMENT, CodeInfo
 from shapelens.engine.findings.broadcast import BroadcastRule, LineStarting, OpRan
 from shapelens.engine.findings.context import RunFacts
+from shapelens.engine.findings.degenerate import CallSeen, DegenerateRule, ValuesChanged
 from shapelens.engine.findings.failed_call import CallFailed, FailedCallRule
 from shapelens.engine.findings.finding import Finding
 from shapelens.engine.findings.library_warnings import LibraryWarningRule, Warned, WarningListener
@@ -81,10 +82,10 @@ class StatementRecorder:
         4 µs for a torch function on 3.12; the codes are kept alive, so no id is reused."""
         self._seen_codes: list[CodeType] = []
         self.op_watch = OpWatch(self._on_op, self.known)
-        self._watch_calls = findings.mismatch
-        """Whether every checked statement is watched (a failing torch call explained)."""
+        self._watch_calls = findings.mismatch or findings.degenerate
+        """Whether every checked statement is watched (a failing call explained, its ops)."""
         self.provenance = Provenance()
-        if findings.mismatch:
+        if self._watch_calls:
             self.op_watch.on_call = self._on_call
         self._reader = Reader(records)
         self._read_names = self._reader.read_names
@@ -95,6 +96,9 @@ class StatementRecorder:
         mismatch = MismatchRule(facts)
         self._mismatch: Rule[Raised] = mismatch
         self._failed_call: Rule[CallFailed] = FailedCallRule(facts, mismatch, self.provenance)
+        self._degenerate: Rule[CallSeen | ValuesChanged] | None = (
+            DegenerateRule(facts) if findings.degenerate else None
+        )
         if findings.nonfinite:
             self._reader.check_value = self._check_value
         self._last_exception: tuple[int, type] | None = None
@@ -368,6 +372,7 @@ class StatementRecorder:
         info.stale.discard(line)
         if self._read_names(frame, info, line, names, arguments):
             info.dense_until[line] = hit + DENSE_HITS
+            self._values_changed(info, line)
             for listener in self._news_listeners:
                 listener()
         dense = hit < info.dense_until.get(line, DENSE_HITS)
@@ -382,7 +387,8 @@ class StatementRecorder:
         unread = (info.stale | info.switched_off.keys()) & info.unique_stores
         for line in unread:
             info.stale.discard(line)
-            self._read_names(frame, info, line, info.stores[line], False, counted=True)
+            if self._read_names(frame, info, line, info.stores[line], False, counted=True):
+                self._values_changed(info, line)
 
     # -- findings: what each rule observes, and its findings recorded ------------------
     def _add(self, found: list[Finding]) -> None:
@@ -442,17 +448,25 @@ class StatementRecorder:
         self._report_broadcast(info, line, self._broadcast.observe(seen))
 
     def _on_call(self, called: Called) -> None:
-        """A torch call of a watched statement ran: remember where its results came from."""
+        """A torch call of a watched statement ran: remember where its results came from,
+        and whether it did anything (degenerate ops)."""
         entry = self._op_statements.get(id(called.frame))
         if entry is None:
             return
-        info, line, _ = entry
+        info, line, counts = entry
+        if self._degenerate is not None:
+            seen = CallSeen(called=called, info=info, line=line, counts=counts)
+            self._add(self._degenerate.observe(seen))
         expression = info.source.statement_text(line) or None
         for result in called.results[:4]:
             self.provenance.record(
                 file=info.file, line=line, expression=expression, op=called.op,
                 inputs=called.inputs, result=result,
             )  # fmt: skip
+
+    def _values_changed(self, info: CodeInfo, line: int) -> None:
+        if self._degenerate is not None:
+            self._add(self._degenerate.observe(ValuesChanged(info=info, line=line)))
 
     def _report_broadcast(self, info: CodeInfo, line: int, found: list[Finding]) -> bool:
         if not found:

@@ -45,7 +45,7 @@ def finding_detail(finding: Finding) -> str:
 
 def _body(finding: Finding) -> str:
     body = _sentence(finding)
-    if finding.op is not None:
+    if finding.op is not None and finding.kind != "degenerate_op":
         body = f"{finding.op} failed: {body}"
     return f"{body}; {finding.advice}" if finding.advice else body
 
@@ -61,6 +61,8 @@ def _sentence(finding: Finding) -> str:
         return _rank_divergence(finding)
     if finding.kind == "library_warning":
         return _library_warning(finding)
+    if finding.kind == "degenerate_op":
+        return _degenerate(finding)
     return _generic(finding)
 
 
@@ -234,6 +236,12 @@ def _describe(operand: Operand) -> str:
 def _library_warning(finding: Finding) -> str:
     operands = ", ".join(_describe(o) for o in finding.operands)
     return f"{finding.error}" + (f" ({operands})" if operands else "")
+
+
+def _degenerate(finding: Finding) -> str:
+    """``F.log_softmax of `logits` (32, 1) float32`` (the advice says why it is useless)."""
+    operands = ", ".join(_describe(o) for o in finding.operands)
+    return f"{finding.op or '?'} of {operands or finding.expression}"
 
 
 def _generic(finding: Finding) -> str:

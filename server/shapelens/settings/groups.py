@@ -45,6 +45,13 @@ class FindingsConfig:
         help='Show torch\'s own warnings ("target size ... different to the input size") at '
         "the line of your code that was running.",
     )
+    degenerate: bool = setting(
+        True,
+        flag="--no-findings",
+        key="findings.degenerate",
+        help="Warn where a torch call does nothing useful: softmax over a dim of size 1, a "
+        "keepdim reduction of size-1 dims, a squeeze() that also drops a batch of one.",
+    )
     nonfinite_max_elements: int = setting(
         1_000_000,
         flag="--nonfinite-max-elements",

@@ -213,9 +213,11 @@ class Finding:
     rank: int | None = None
     """Distributed runs: the rank this finding comes from."""
     op: str | None = None
-    """The torch call that raised (``torch.dot``, ```self.fc` (Linear)``)."""
+    """The torch call that raised (``torch.dot``, ```self.fc` (Linear)``); degenerate_op:
+    the call that did nothing useful (``F.log_softmax``)."""
     advice: str | None = None
-    """What would make the failed call run (found by calling it again on meta tensors)."""
+    """What would make the failed call run (found by calling it again on meta tensors);
+    degenerate_op: why the call does nothing useful, and what to write instead."""
     chain: tuple[CauseStep, ...] = ()
     """The user lines that made the failing value what it was, earliest first."""
     note: str | None = None

@@ -1,7 +1,8 @@
 """``# shapelens: ignore[broadcast]`` on a line silences that line's findings of that kind.
 
 ``# shapelens: ignore`` silences every kind. Groups as in ``--no-findings``: ``mismatch``
-covers ``device_mismatch`` and ``dtype_mismatch``, ``warnings`` covers ``library_warning``.
+covers ``device_mismatch`` and ``dtype_mismatch``, ``warnings`` covers ``library_warning``,
+``degenerate`` covers ``degenerate_op``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ _COMMENT = re.compile(r"#\s*shapelens:\s*ignore(?:\[([\w,\s]*)\])?")
 _GROUPS = {
     "mismatch": ("device_mismatch", "dtype_mismatch", "shape_mismatch"),
     "warnings": ("library_warning",),
+    "degenerate": ("degenerate_op",),
 }
 
 
