@@ -2,7 +2,9 @@
 
 Every clean and buggy program is run under `shapelens run`; a finding (warning or error)
 of a scored kind at a `# expect: KIND` line is a true positive, any other one a false
-alarm, an expectation without its finding a miss. `info` findings are not alarms.
+alarm, an expectation without its finding a miss; a `# cause: KIND` line is found when a
+finding of KIND names it (tests/corpus/scoring.py). Crash-line, cause-line and silent
+findings are scored apart. `info` findings are not alarms.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "corpus"))
-from check import SCORED_KINDS, evaluate, score
+from check import SCORE_CATEGORIES, SCORED_KINDS, evaluate, score
 from report import emit
 
 
@@ -32,13 +34,15 @@ def main() -> None:
         "",
         f"## Findings on the corpus ({len(clean)} clean programs, {len(buggy)} with a planted bug)",
         "",
-        "| kind | found | false alarms | missed | precision | recall |",
+        "| findings | found | false alarms | missed | precision | recall |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for kind in (*SCORED_KINDS, None):
-        s = score(results, kind)
+    rows = [(f"**{c}**", score(results, category=c)) for c in SCORE_CATEGORIES]
+    rows += [(kind, score(results, kind)) for kind in SCORED_KINDS]
+    rows.append(("**all**", score(results)))
+    for name, s in rows:
         lines.append(
-            f"| {kind or '**all**'} | {s.true_positives} | {s.false_positives} | "
+            f"| {name} | {s.true_positives} | {s.false_positives} | "
             f"{s.false_negatives} | {_ratio(s.precision)} | {_ratio(s.recall)} |"
         )
     alarms = sum(len(r.false_positives) for r in clean)
@@ -48,7 +52,15 @@ def main() -> None:
         for finding in result.false_positives:
             lines.append(f"- false alarm in {result.name}: {finding.kind} at line {finding.line}")
         for missed in result.false_negatives:
-            lines.append(f"- missed in {result.name}: {missed.kind} at line {missed.line}")
+            lines.append(
+                f"- missed in {result.name}: {missed.kind} at {missed.file.name}:{missed.line}"
+                + (" (cause)" if missed.marker == "cause" else "")
+            )
+        for finding in result.wrong_causes:
+            lines.append(
+                f"- wrong cause in {result.name}: the {finding.kind} at line {finding.line} "
+                "names no `# cause:` line"
+            )
     emit(lines, options.out)
 
 

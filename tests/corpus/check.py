@@ -3,36 +3,41 @@
 Every program under ``clean/`` and ``buggy/`` (a ``NAME.py`` file, or a ``NAME/`` folder
 run through its ``main.py``) is run from its own folder with ``python -m shapelens run
 --json TRACE --quiet``. The trace's findings are compared with the ``# expect: KIND``
-comments in all of the program's files:
-
-- a finding of an expected kind at an expected (file, line) is a true positive;
-- any other finding of a scored kind (``SCORED_KINDS``) is a false positive;
-- an expectation without such a finding is a false negative.
+and ``# cause: KIND`` comments in all of the program's files (``scoring.py`` says how:
+crash-line, cause-line and silent findings are scored apart).
 
 A clean program must also run to the end under the tracer. The script prints a table per
 program, every false positive and false negative with its message, precision and recall
-overall and per kind, and exits 1 when anything disagrees. ``evaluate()`` is the same
+per category, per kind and overall, and exits 1 when anything disagrees. ``evaluate()`` is the same
 thing as a function, for a pytest test or a bench script.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-import tokenize
 from collections.abc import Collection, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from scoring import (
+    SCORE_CATEGORIES,
+    SCORED_KINDS,
+    Expectation,
+    Finding,
+    Score,
+    named_sites,
+    read_markers,
+    score_findings,
+)
 
 from shapelens.present.findings import finding_message
 from shapelens.runner.contract import RunRequest
@@ -42,44 +47,10 @@ from shapelens.trace.codec import finding_from_json, trace_to_json
 
 CORPUS_DIR = Path(__file__).resolve().parent
 CATEGORIES = ("clean", "buggy")
-SCORED_KINDS = (
-    "broadcast",
-    "nonfinite",
-    "library_warning",
-    "dtype_mismatch",
-    "shape_mismatch",
-    "device_mismatch",
-)
 DEFAULT_TIMEOUT_S = 120.0
 NOT_ALARMS = ("info",)
 """``info`` findings are notices (a deprecation torch announced), not alarms: not scored."""
 DEFAULT_JOBS = 2
-
-_EXPECT = re.compile(r"#\s*expect:\s*(?P<kinds>[a-z_]+(?:\s*,\s*[a-z_]+)*)")
-
-
-@dataclass(frozen=True)
-class Expectation:
-    """One ``# expect: KIND`` comment: a finding of ``kind`` must sit at (file, line)."""
-
-    kind: str
-    file: Path
-    line: int
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One finding read back from a trace (only the fields the scoring needs)."""
-
-    kind: str
-    file: Path
-    line: int
-    severity: str
-    message: str
-
-    @property
-    def key(self) -> tuple[str, Path, int]:
-        return (self.kind, self.file, self.line)
 
 
 @dataclass(frozen=True)
@@ -104,6 +75,8 @@ class ProgramResult:
     true_positives: list[Finding] = field(default_factory=list)
     false_positives: list[Finding] = field(default_factory=list)
     false_negatives: list[Expectation] = field(default_factory=list)
+    causes_met: list[Expectation] = field(default_factory=list)
+    wrong_causes: list[Finding] = field(default_factory=list)
     status: str | None = None
     exit_code: int | None = None
     exception: str | None = None
@@ -116,30 +89,15 @@ class ProgramResult:
 
     @property
     def ok(self) -> bool:
-        return not (self.false_positives or self.false_negatives or self.problems)
+        return not (
+            self.false_positives or self.false_negatives or self.wrong_causes or self.problems
+        )
 
     @property
     def label(self) -> str:
-        """``clean`` or ``buggy: KIND, ...``."""
-        kinds = sorted({e.kind for e in self.expected})
+        """``clean`` or ``buggy: KIND, ...`` (the ``# expect:`` kinds)."""
+        kinds = sorted({e.kind for e in self.expected if e.marker == "expect"})
         return self.program.category + (": " + ", ".join(kinds) if kinds else "")
-
-
-@dataclass(frozen=True)
-class Score:
-    true_positives: int
-    false_positives: int
-    false_negatives: int
-
-    @property
-    def precision(self) -> float | None:
-        found = self.true_positives + self.false_positives
-        return self.true_positives / found if found else None
-
-    @property
-    def recall(self) -> float | None:
-        wanted = self.true_positives + self.false_negatives
-        return self.true_positives / wanted if wanted else None
 
 
 # -- discovering programs and expectations -------------------------------------------------
@@ -164,29 +122,9 @@ def discover(corpus_dir: Path = CORPUS_DIR) -> list[Program]:
     return programs
 
 
-def _comments(source: str) -> Iterable[tuple[int, str]]:
-    try:
-        for token in tokenize.generate_tokens(io.StringIO(source).readline):
-            if token.type == tokenize.COMMENT:
-                yield token.start[0], token.string
-    except (tokenize.TokenError, SyntaxError):
-        # fall back to a plain scan of the lines
-        for number, text in enumerate(source.splitlines(), start=1):
-            if "#" in text:
-                yield number, text[text.index("#") :]
-
-
 def expectations(program: Program) -> list[Expectation]:
-    found: list[Expectation] = []
-    for path in program.files:
-        source = path.read_text(encoding="utf-8")
-        for line, comment in _comments(source):
-            match = _EXPECT.search(comment)
-            if match is None:
-                continue
-            for kind in match.group("kinds").split(","):
-                found.append(Expectation(kind.strip(), path.resolve(), line))
-    return found
+    """The ``# expect:`` and ``# cause:`` markers of all the program's files."""
+    return read_markers(program.files)
 
 
 # -- running one program ------------------------------------------------------------------
@@ -219,8 +157,17 @@ def _read_findings(trace: dict[str, Any]) -> list[Finding]:
         kind, file, line = item.get("kind"), item.get("file"), item.get("line")
         if not (isinstance(kind, str) and isinstance(file, str) and isinstance(line, int)):
             continue
+        path = Path(file).resolve()
         findings.append(
-            Finding(kind, Path(file).resolve(), line, str(item.get("severity", "")), _message(item))
+            Finding(
+                kind,
+                path,
+                line,
+                str(item.get("severity", "")),
+                _message(item),
+                names=named_sites(item, path),
+                has_chain=bool(item.get("chain")),
+            )
         )
     return findings
 
@@ -321,26 +268,6 @@ def _run_warm(program: Program, timeout_s: float, warm: WarmRunner) -> RunOutcom
     return trace, result.trace.exit_code, None, duration
 
 
-def score_program(
-    program: Program,
-    expected: list[Expectation],
-    findings: list[Finding],
-    ignore_severities: Collection[str] = NOT_ALARMS,
-) -> tuple[list[Finding], list[Finding], list[Expectation]]:
-    """(true positives, false positives, false negatives); findings are deduplicated by
-    (kind, file, line); kinds outside ``SCORED_KINDS`` and findings whose severity is in
-    ``ignore_severities`` (say ``("info",)``) are left out."""
-    wanted = {(e.kind, e.file, e.line) for e in expected}
-    unique: dict[tuple[str, Path, int], Finding] = {}
-    for finding in findings:
-        if finding.kind in SCORED_KINDS and finding.severity not in ignore_severities:
-            unique.setdefault(finding.key, finding)
-    true_positives = [f for key, f in unique.items() if key in wanted]
-    false_positives = [f for key, f in unique.items() if key not in wanted]
-    false_negatives = [e for e in expected if (e.kind, e.file, e.line) not in unique]
-    return true_positives, false_positives, false_negatives
-
-
 def run_program(
     program: Program,
     timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -352,13 +279,19 @@ def run_program(
     for expectation in result.expected:
         if expectation.kind not in SCORED_KINDS:
             result.problems.append(
-                f"unknown kind in `# expect: {expectation.kind}` at "
+                f"unknown kind in `# {expectation.marker}: {expectation.kind}` at "
                 f"{expectation.file.name}:{expectation.line}"
             )
     if program.category == "clean" and result.expected:
-        result.problems.append("a clean program has `# expect:` comments")
-    if program.category == "buggy" and not result.expected:
+        result.problems.append("a clean program has `# expect:` or `# cause:` comments")
+    if program.category == "buggy" and not any(e.marker == "expect" for e in result.expected):
         result.problems.append("a buggy program has no `# expect:` comment")
+    expected_sites = {e.site for e in result.expected if e.marker == "expect"}
+    for cause in (e for e in result.expected if e.marker == "cause"):
+        if cause.site in expected_sites:
+            result.problems.append(
+                f"`# cause:` on an `# expect:` line at {cause.file.name}:{cause.line}"
+            )
 
     if warm is not None:
         trace, exit_code, error, duration = _run_warm(program, timeout_s, warm)
@@ -383,8 +316,12 @@ def run_program(
             )
         elif result.status == "timeout":
             result.problems.append(f"stopped by the {timeout_s:.0f} s time limit")
-    tp, fp, fn = score_program(program, result.expected, result.findings, ignore_severities)
-    result.true_positives, result.false_positives, result.false_negatives = tp, fp, fn
+    verdict = score_findings(result.expected, result.findings, ignore_severities)
+    result.true_positives = verdict.true_positives
+    result.false_positives = verdict.false_positives
+    result.false_negatives = verdict.false_negatives
+    result.causes_met = verdict.causes_met
+    result.wrong_causes = verdict.wrong_causes
     return result
 
 
@@ -413,12 +350,24 @@ def evaluate(
 # -- scores and report --------------------------------------------------------------------
 
 
-def score(results: Iterable[ProgramResult], kind: str | None = None) -> Score:
+def score(
+    results: Iterable[ProgramResult], kind: str | None = None, category: str | None = None
+) -> Score:
+    """The counts over ``results``: all of them, one kind's (``# expect:`` lines and
+    findings of that kind) or one category's (``crash-line``, ``cause-line``, ``silent``).
+    Overall, a met ``# cause:`` marker is a true positive and a wrong chain a false one."""
     tp = fp = fn = 0
     for result in results:
-        tp += sum(1 for f in result.true_positives if kind in (None, f.kind))
-        fp += sum(1 for f in result.false_positives if kind in (None, f.kind))
-        fn += sum(1 for e in result.false_negatives if kind in (None, e.kind))
+        if kind is None:
+            tp += sum(1 for f in result.true_positives if category in (None, f.category))
+            tp += sum(1 for e in result.causes_met if category in (None, e.category))
+            fp += sum(1 for f in result.false_positives if category in (None, f.category))
+            fp += len(result.wrong_causes) if category in (None, "cause-line") else 0
+            fn += sum(1 for e in result.false_negatives if category in (None, e.category))
+        else:
+            tp += sum(1 for f in result.true_positives if f.kind == kind)
+            fp += sum(1 for f in result.false_positives if f.kind == kind)
+            fn += sum(1 for e in result.false_negatives if e.kind == kind and e.marker == "expect")
     return Score(tp, fp, fn)
 
 
@@ -434,6 +383,26 @@ def _where(file: Path, line: int, program: Program) -> str:
     return f"{name}:{line}"
 
 
+def _missed(e: Expectation, r: ProgramResult) -> str:
+    """A false negative in words, with the findings near it."""
+    where = _where(e.file, e.line, r.program)
+    if e.marker == "cause":
+        naming = [
+            f"{f.kind}@{_where(f.file, f.line, r.program)}" for f in r.findings if e.site in f.names
+        ]
+        return f"    FN cause {e.kind} at {where}: no {e.kind} finding names it" + (
+            f" (named by: {', '.join(naming)})" if naming else ""
+        )
+    near = [
+        f"{f.kind}@{f.line}" for f in r.findings if f.file == e.file and abs(f.line - e.line) <= 3
+    ]
+    return (
+        f"    FN {e.kind} expected at {where}"
+        + (f" (findings nearby: {', '.join(near)})" if near else "")
+        + (f"; run ended with {r.exception}" if r.exception else "")
+    )
+
+
 def report(results: Sequence[ProgramResult], out: Any = None) -> str:
     """The table, the list of disagreements and the scores, as text (also written to
     ``out`` when given)."""
@@ -441,15 +410,18 @@ def report(results: Sequence[ProgramResult], out: Any = None) -> str:
     width = max([len(r.name) for r in results] + [7])
     lines.append(
         f"{'program':<{width}}  {'status':<9} {'time':>6}  {'exp':>3} {'tp':>3} {'fp':>3} "
-        f"{'fn':>3}  result"
+        f"{'fn':>3} {'cause':>5}  result"
     )
-    lines.append("-" * (width + 44))
+    lines.append("-" * (width + 50))
     for r in results:
         verdict = "ok" if r.ok else "MISMATCH"
+        causes = len(r.causes_met) + sum(1 for e in r.false_negatives if e.marker == "cause")
+        expects = len(r.expected) - causes
         lines.append(
-            f"{r.name:<{width}}  {r.status or '-':<9} {r.duration_s:5.1f}s  {len(r.expected):>3} "
+            f"{r.name:<{width}}  {r.status or '-':<9} {r.duration_s:5.1f}s  {expects:>3} "
             f"{len(r.true_positives):>3} {len(r.false_positives):>3} "
-            f"{len(r.false_negatives):>3}  {verdict}"
+            f"{len(r.false_negatives) - (causes - len(r.causes_met)):>3} "
+            f"{f'{len(r.causes_met)}/{causes}' if causes else '-':>5}  {verdict}"
         )
 
     disagreements = [r for r in results if not r.ok]
@@ -466,30 +438,25 @@ def report(results: Sequence[ProgramResult], out: Any = None) -> str:
                     f"{f.message}"
                 )
             for e in r.false_negatives:
-                near = [
-                    f"{f.kind}@{f.line}"
-                    for f in r.findings
-                    if f.file == e.file and abs(f.line - e.line) <= 3
-                ]
+                lines.append(_missed(e, r))
+            for f in r.wrong_causes:
                 lines.append(
-                    f"    FN {e.kind} expected at {_where(e.file, e.line, r.program)}"
-                    + (f" (findings nearby: {', '.join(near)})" if near else "")
-                    + (f"; run ended with {r.exception}" if r.exception else "")
+                    f"    FP cause: the {f.kind} at {_where(f.file, f.line, r.program)} shows a "
+                    f"chain that names no `# cause:` line"
                 )
 
     lines.append("")
-    total = score(results)
-    lines.append(f"{'kind':<16} {'tp':>4} {'fp':>4} {'fn':>4}  {'precision':>9}  {'recall':>6}")
-    for kind in SCORED_KINDS:
-        s = score(results, kind)
+    lines.append(f"{'':<16} {'tp':>4} {'fp':>4} {'fn':>4}  {'precision':>9}  {'recall':>6}")
+    rows = [(c, score(results, category=c)) for c in SCORE_CATEGORIES]
+    rows += [(k, score(results, k)) for k in SCORED_KINDS]
+    rows.append(("overall", score(results)))
+    for name, s in rows:
         lines.append(
-            f"{kind:<16} {s.true_positives:>4} {s.false_positives:>4} {s.false_negatives:>4}  "
+            f"{name:<16} {s.true_positives:>4} {s.false_positives:>4} {s.false_negatives:>4}  "
             f"{_ratio(s.precision):>9}  {_ratio(s.recall):>6}"
         )
-    lines.append(
-        f"{'overall':<16} {total.true_positives:>4} {total.false_positives:>4} "
-        f"{total.false_negatives:>4}  {_ratio(total.precision):>9}  {_ratio(total.recall):>6}"
-    )
+        if name in (SCORE_CATEGORIES[-1], SCORED_KINDS[-1]):
+            lines.append("")
     clean = [r for r in results if r.program.category == "clean"]
     buggy = [r for r in results if r.program.category == "buggy"]
     lines.append(
@@ -504,17 +471,43 @@ def report(results: Sequence[ProgramResult], out: Any = None) -> str:
     return text
 
 
-def to_json(results: Sequence[ProgramResult]) -> list[dict[str, Any]]:
+def _score_json(s: Score) -> dict[str, Any]:
+    return {
+        "true_positives": s.true_positives,
+        "false_positives": s.false_positives,
+        "false_negatives": s.false_negatives,
+        "precision": s.precision,
+        "recall": s.recall,
+    }
+
+
+def to_json(results: Sequence[ProgramResult]) -> dict[str, Any]:
+    """``scores`` (per category, per kind, overall) and ``programs`` (each one's markers,
+    findings and disagreements)."""
+
     def finding(f: Finding) -> dict[str, Any]:
         return {
             "kind": f.kind,
+            "category": f.category,
             "file": str(f.file),
             "line": f.line,
             "severity": f.severity,
             "message": f.message,
         }
 
-    return [
+    def marker(e: Expectation) -> dict[str, Any]:
+        return {
+            "kind": e.kind,
+            "marker": e.marker,
+            "category": e.category,
+            "file": str(e.file),
+            "line": e.line,
+        }
+
+    scores = {c: _score_json(score(results, category=c)) for c in SCORE_CATEGORIES}
+    scores.update({k: _score_json(score(results, k)) for k in SCORED_KINDS})
+    scores["overall"] = _score_json(score(results))
+    programs = [
         {
             "program": r.name,
             "category": r.program.category,
@@ -523,16 +516,17 @@ def to_json(results: Sequence[ProgramResult]) -> list[dict[str, Any]]:
             "exit_code": r.exit_code,
             "exception": r.exception,
             "duration_s": round(r.duration_s, 2),
-            "expected": [{"kind": e.kind, "file": str(e.file), "line": e.line} for e in r.expected],
+            "expected": [marker(e) for e in r.expected],
             "true_positives": [finding(f) for f in r.true_positives],
             "false_positives": [finding(f) for f in r.false_positives],
-            "false_negatives": [
-                {"kind": e.kind, "file": str(e.file), "line": e.line} for e in r.false_negatives
-            ],
+            "false_negatives": [marker(e) for e in r.false_negatives],
+            "causes_met": [marker(e) for e in r.causes_met],
+            "wrong_causes": [finding(f) for f in r.wrong_causes],
             "problems": r.problems,
         }
         for r in results
     ]
+    return {"scores": scores, "programs": programs}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

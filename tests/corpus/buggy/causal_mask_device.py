@@ -24,7 +24,7 @@ class CausalSelfAttention(nn.Module):
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
         att = q @ k.transpose(-2, -1) / math.sqrt(k.size(-1))
-        mask = torch.tril(torch.ones(T, T))
+        mask = torch.tril(torch.ones(T, T))  # cause: device_mismatch
         att = att.masked_fill(mask == 0, float("-inf"))  # expect: device_mismatch
         y = F.softmax(att, dim=-1) @ v
         return self.proj(y.transpose(1, 2).contiguous().view(B, T, C))

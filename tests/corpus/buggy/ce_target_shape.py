@@ -20,7 +20,7 @@ table = np.concatenate(rows)
 rng.shuffle(table)
 
 features = torch.tensor(table[:, :-1], dtype=torch.float32)
-labels = torch.tensor(table[:, -1:], dtype=torch.long)
+labels = torch.tensor(table[:, -1:], dtype=torch.long)  # cause: shape_mismatch
 
 loader = DataLoader(TensorDataset(features, labels), batch_size=32, shuffle=True)
 model = nn.Sequential(nn.Linear(4, 32), nn.ReLU(), nn.Linear(32, 3))

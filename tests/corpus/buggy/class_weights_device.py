@@ -14,7 +14,7 @@ features = torch.randn(len(labels), 8) + labels[:, None].float()
 loader = DataLoader(TensorDataset(features, labels), batch_size=64, shuffle=True)
 
 # inverse-frequency weights so that the rare classes count
-class_weights = counts.sum() / (len(counts) * counts.float())
+class_weights = counts.sum() / (len(counts) * counts.float())  # cause: device_mismatch
 
 model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 3)).to(DEVICE)
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)

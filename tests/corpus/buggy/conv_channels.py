@@ -10,7 +10,7 @@ class SmallCNN(nn.Module):
     def __init__(self, num_classes=10, in_channels=1):
         super().__init__()
         self.features = nn.Sequential(
-            nn.Conv2d(in_channels, 16, 3, padding=1),
+            nn.Conv2d(in_channels, 16, 3, padding=1),  # cause: shape_mismatch
             nn.BatchNorm2d(16),
             nn.ReLU(),
             nn.MaxPool2d(2),

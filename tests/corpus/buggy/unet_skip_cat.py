@@ -46,7 +46,7 @@ class UNet(nn.Module):
     def forward(self, x):
         x1 = self.inc(x)
         x2 = self.down1(x1)
-        x3 = self.down2(x2)
+        x3 = self.down2(x2)  # cause: shape_mismatch
         x = self.up1(x3, x2)
         x = self.up2(x, x1)
         return self.outc(x)

@@ -20,7 +20,7 @@ def make_loaders(batch_size=32, seed=0):
     X, y = load_wine(seed=seed)
     X = (X - X.mean(axis=0)) / X.std(axis=0)
     y = (y - y.mean()) / y.std()
-    X_t = torch.from_numpy(X)
+    X_t = torch.from_numpy(X)  # cause: dtype_mismatch
     y_t = torch.from_numpy(y).unsqueeze(1)
     split = int(0.8 * len(X_t))
     train = TensorDataset(X_t[:split], y_t[:split])

@@ -18,7 +18,7 @@ def load_tokens():
 
 def to_tensor(array):
     """numpy -> torch, as float32 like every other input of the project."""
-    return torch.tensor(array, dtype=torch.float32)
+    return torch.tensor(array, dtype=torch.float32)  # cause: dtype_mismatch
 
 
 def get_batch(tokens, block_size, batch_size, rng):
