@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 import sys
-import warnings
 from collections.abc import Callable
 from types import CodeType, FrameType, TracebackType
 from typing import Any
@@ -36,7 +35,12 @@ from shapelens.engine.findings.context import RunFacts
 from shapelens.engine.findings.degenerate import CallSeen, DegenerateRule, ValuesChanged
 from shapelens.engine.findings.failed_call import CallFailed, FailedCallRule
 from shapelens.engine.findings.finding import Finding
-from shapelens.engine.findings.library_warnings import LibraryWarningRule, Warned, WarningListener
+from shapelens.engine.findings.library_warnings import (
+    LibraryWarningRule,
+    Warned,
+    WarningListener,
+    warned_from,
+)
 from shapelens.engine.findings.mismatch import MismatchRule, Raised
 from shapelens.engine.findings.nonfinite import NonfiniteRule, NonfiniteValue
 from shapelens.engine.findings.op_watch import Called, OpWatch
@@ -478,26 +482,11 @@ class StatementRecorder:
 
     def _on_warning(self, message: str, category: type) -> None:
         """A warning is being shown: place it on the innermost user line that is running."""
-        frame: FrameType | None = sys._getframe(1)
-        issuer: FrameType | None = None
-        info: CodeInfo | None = None
-        while frame is not None:
-            filename = frame.f_code.co_filename
-            if filename.startswith(_OWN_FILES):
-                frame = frame.f_back
-                continue
-            issuer = issuer or frame
-            info = self.known(frame.f_code)
-            if info is not None:
-                break
-            frame = frame.f_back
-        if frame is None or info is None:
-            return
-        seen = Warned(
-            message=message, category=category, frame=frame, info=info, issued_here=issuer is frame
-        )
-        self._add(self._library_warnings.observe(seen))
-
-
-# Frames of the warnings machinery and of ShapeLens itself, skipped to find who warned.
-_OWN_FILES = (warnings.__file__, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        found = warned_from(sys._getframe(1), self.known)
+        if found is not None:
+            frame, info, issued_here = found
+            seen = Warned(
+                message=message, category=category, frame=frame, info=info,
+                issued_here=issued_here,
+            )  # fmt: skip
+            self._add(self._library_warnings.observe(seen))

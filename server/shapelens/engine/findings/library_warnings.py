@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import os
 import re
 import warnings
 from collections.abc import Callable
-from types import FrameType
+from types import CodeType, FrameType
 from typing import Any
 
 from shapelens.engine.code_info import CodeInfo
@@ -131,3 +132,29 @@ class WarningListener:
         if self._installed is not None and warnings.showwarning is self._installed:
             warnings.showwarning = self._previous
         self._installed = None
+
+
+# Frames of the warnings machinery and of ShapeLens itself, skipped to find who warned.
+_OWN_FILES = (
+    warnings.__file__,
+    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+)
+
+
+def warned_from(
+    start: FrameType | None, known: Callable[[CodeType], CodeInfo | None]
+) -> tuple[FrameType, CodeInfo, bool] | None:
+    """The innermost frame of user code that is running while a warning is shown, its
+    code, and whether that frame issued the warning itself (no library code between)."""
+    frame = start
+    issuer: FrameType | None = None
+    while frame is not None:
+        if frame.f_code.co_filename.startswith(_OWN_FILES):
+            frame = frame.f_back
+            continue
+        issuer = issuer or frame
+        info = known(frame.f_code)
+        if info is not None:
+            return frame, info, issuer is frame
+        frame = frame.f_back
+    return None
