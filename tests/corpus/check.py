@@ -48,6 +48,7 @@ from shapelens.trace.codec import finding_from_json, trace_to_json
 CORPUS_DIR = Path(__file__).resolve().parent
 CATEGORIES = ("clean", "buggy")
 DEFAULT_TIMEOUT_S = 120.0
+SHAPE_ONLY_MARK = "# corpus: shape-only"
 NOT_ALARMS = ("info",)
 """``info`` findings are notices (a deprecation torch announced), not alarms: not scored."""
 DEFAULT_JOBS = 2
@@ -65,6 +66,13 @@ class Program:
     @property
     def cwd(self) -> Path:
         return self.entry.parent
+
+    @property
+    def shape_only(self) -> bool:
+        """``# corpus: shape-only`` in the entry file: run with ``--fake`` (a bug only a GPU
+        raises on, such as a CPU index into a CUDA embedding: the shape-only run simulates
+        CUDA where ``meta`` would not)."""
+        return SHAPE_ONLY_MARK in self.entry.read_text(encoding="utf-8")
 
 
 @dataclass
@@ -209,6 +217,7 @@ def _run(program: Program, timeout_s: float, trace_dir: Path) -> RunOutcome:
         "--quiet",
         "--timeout",
         str(timeout_s),
+        *(["--fake"] if program.shape_only else []),
         program.entry.name,
     ]
     started = time.monotonic()
@@ -257,6 +266,7 @@ def _run_warm(program: Program, timeout_s: float, warm: WarmRunner) -> RunOutcom
         timeout_s=timeout_s,
         capture_output=True,
         stdin="empty",
+        fake=program.shape_only,
     )
     started = time.monotonic()
     result = run_traced(request, on_output=lambda _, text: output.append(text), warm=warm)

@@ -13,7 +13,8 @@ Scoring, per category (crash-line, cause-line, silent):
 - a finding of an expected kind at an ``# expect:`` line is a true positive of the
   expectation's category; a ``# cause:`` marker that is met is a true positive of cause-line;
 - any other finding of a scored kind is a false positive of its kind's category, except one
-  reported at a ``# cause:`` line of its kind (it names the cause: the marker is met);
+  reported at a ``# cause:`` line (it points at the cause: a ``degenerate_op`` warning at
+  the ``.squeeze()`` that later makes a shape error; of the cause's kind, it meets it);
 - a finding at an ``# expect:`` line that shows a ``chain`` (it claims where the failing
   value came from) in a program with ``# cause:`` markers, but meets none of them, is a
   false positive of cause-line: its chain points somewhere else;
@@ -191,7 +192,7 @@ def score_findings(
     scored = [f for f in findings if f.kind in SCORED_KINDS and f.severity not in ignored]
     wanted = {(e.kind, e.file, e.line) for e in expected if e.marker == "expect"}
     causes = [e for e in expected if e.marker == "cause"]
-    cause_keys = {(e.kind, e.file, e.line) for e in causes}
+    cause_sites = {(e.file, e.line) for e in causes}
     verdict = Verdict()
     unique: dict[tuple[str, Path, int], Finding] = {}
     for finding in scored:
@@ -199,7 +200,7 @@ def score_findings(
     for key, finding in unique.items():
         if key in wanted:
             verdict.true_positives.append(finding)
-        elif key not in cause_keys:
+        elif (finding.file, finding.line) not in cause_sites:
             verdict.false_positives.append(finding)
     for expectation in expected:
         if (

@@ -173,8 +173,17 @@ def _has_elementwise(stmt: ast.stmt) -> bool:
 _CALLING = (ast.Call, ast.BinOp, ast.UnaryOp, ast.Compare, ast.Subscript)
 
 
-def _may_call_torch(stmt: ast.stmt) -> bool:
-    return isinstance(stmt, ast.AugAssign) or any(isinstance(n, _CALLING) for n in ast.walk(stmt))
+def _may_call_torch(node: ast.AST) -> bool:
+    return isinstance(node, ast.AugAssign) or any(isinstance(n, _CALLING) for n in ast.walk(node))
+
+
+def _header_parts(node: ast.AST) -> list[ast.AST]:
+    """What a compound statement's header evaluates (a test, a context)."""
+    if isinstance(node, (ast.While, ast.If)):
+        return [node.test]
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return [item.context_expr for item in node.items]
+    return []
 
 
 def _called_operator(node: ast.AST) -> tuple[str, ast.expr, ast.expr] | None:
@@ -332,6 +341,11 @@ def build_source_map(path: str, source: str) -> SourceMap:
         elif isinstance(node, _COMPOUND):
             for line in range(start, _header_end(node) + 1):
                 statement_of[line] = start
+            # A loop's next item is a call (`for xb, yb in loader:` collates the batch).
+            if isinstance(node, (ast.For, ast.AsyncFor)) or any(
+                _may_call_torch(part) for part in _header_parts(node)
+            ):
+                call_lines.add(start)
         else:
             for line in range(start, int(node.end_lineno or start) + 1):
                 statement_of[line] = start

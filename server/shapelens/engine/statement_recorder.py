@@ -50,6 +50,7 @@ from shapelens.engine.reading import Reader
 from shapelens.engine.run_records import RunRecords, VarStats
 from shapelens.engine.scope import UserCodeScope
 from shapelens.engine.source_map import SourceMaps
+from shapelens.engine.statement_hooks import iteration_hook, statement_hook
 from shapelens.settings.groups import FindingsConfig
 
 __all__ = ["NO_STATEMENT", "CodeInfo", "StatementRecorder"]
@@ -58,6 +59,8 @@ _MISSING = object()
 
 DENSE_HITS = 64
 """A statement's values are read on each of its first hits, and after a change, this many."""
+NEWS_WINDOW = 8
+"""Statements of a frame checked after a read in it saw something new."""
 SAMPLE_GAP = 13
 """Past those, values that stay the same are read every this many hits (a prime: patterns
 of any shorter period, such as alternating shapes, are still all seen)."""
@@ -111,8 +114,16 @@ class StatementRecorder:
         self._op_statements: dict[int, tuple[CodeInfo, int, dict[str, int]]] = {}
         """Frames whose statement the op watch follows: (code, statement, ops seen per op)."""
         self._news_listeners: list[Callable[[], None]] = []
-        self.statement_started = self._statement_hook()
-        self.loop_iterated = self._iteration_hook()
+        self._news_window: dict[int, int] = {}
+        """Frames whose next statements are checked: a read there just saw something new."""
+        self.statement_started = statement_hook(
+            watched=self._op_statements,
+            end_watch=self._end_op_statement,
+            read=self._read,
+            check=self._check_statement,
+            news_window=self._news_window,
+        )
+        self.loop_iterated = iteration_hook(self._read)
 
     @property
     def scalars_on_gpu(self) -> bool:
@@ -175,69 +186,6 @@ class StatementRecorder:
         if info.arg_names:
             self._read(frame, info, info.def_line, info.arg_names, calls, arguments=True)
 
-    def _statement_hook(self) -> Callable[[FrameType, CodeInfo, int, int], int]:
-        """``statement_started(frame, info, previous, statement)``: ``frame`` moved from
-        statement ``previous`` (maybe :data:`NO_STATEMENT`) to another, ``statement``: record
-        what ``previous`` stored, count the hit, check broadcasts. Returns the statement's hit
-        count (0 for a def or class line, which counts calls). Backends call it on nearly
-        every line event, so it is a closure that reads no attributes of ``self``."""
-        watched = self._op_statements
-        end_op_statement = self._end_op_statement
-        read = self._read
-        check_statement = self._check_statement
-
-        def statement_started(
-            frame: FrameType, info: CodeInfo, previous: int, statement: int
-        ) -> int:
-            if watched:
-                end_op_statement(frame)
-            hits = info.hits
-            stores = info.stores
-            if previous in stores:
-                hit = hits.get(previous, 0)
-                # _read's unread branch, inline: this runs on nearly every line event.
-                if hit < info.read_at.get(previous, 0):  # not sampled: only count it
-                    table = info.stats.get(previous)
-                    if table:
-                        for name, stats in table.items():
-                            if name[0] != "<":  # not a <return>/<yield> recorded on the line
-                                stats.hits += 1
-                    info.stale.add(previous)
-                else:
-                    read(frame, info, previous, stores[previous], hit)
-            if (
-                previous in info.loop_headers
-                and previous != statement  # header to header: the next iteration
-                and info.counter_of.get(statement) != previous
-            ):
-                exits = info.loop_exits  # the header's hit was the loop's end
-                exits[previous] = exits.get(previous, 0) + 1
-            if statement in info.definitions:
-                return 0
-            count = hits[statement] = hits.get(statement, 0) + 1
-            # Checked on hits 1, 2, 4, 8, ...: shapes rarely change elsewhere.
-            if not count & (count - 1) and statement in info.checked_lines:
-                check_statement(frame, info, statement)
-            return count
-
-        return statement_started
-
-    def _iteration_hook(self) -> Callable[[FrameType, CodeInfo, int], None]:
-        """``loop_iterated(frame, info, header)``: the loop ``header`` ran again right after
-        itself (its body's line events are switched off): count the hit, and let ``_read``
-        read or count what the header stored (the loop variable) on its last hit."""
-        read = self._read
-
-        def loop_iterated(frame: FrameType, info: CodeInfo, header: int) -> None:
-            hits = info.hits
-            hit = hits.get(header, 0)
-            hits[header] = hit + 1
-            names = info.stores.get(header)
-            if names is not None:
-                read(frame, info, header, names, hit)
-
-        return loop_iterated
-
     def frame_returned(
         self, frame: FrameType, info: CodeInfo, previous: int, value: Any, *, yielded: bool
     ) -> None:
@@ -245,6 +193,8 @@ class StatementRecorder:
         while running statement ``previous``."""
         if self._op_statements:
             self._end_op_statement(frame)
+        if self._news_window:
+            self._news_window.pop(id(frame), None)
         if not yielded and previous in info.loop_headers:
             info.loop_exits[previous] = info.loop_exits.get(previous, 0) + 1
         if not yielded and previous in info.stores:
@@ -376,6 +326,7 @@ class StatementRecorder:
         info.stale.discard(line)
         if self._read_names(frame, info, line, names, arguments):
             info.dense_until[line] = hit + DENSE_HITS
+            self._news_window[id(frame)] = NEWS_WINDOW
             self._values_changed(info, line)
             for listener in self._news_listeners:
                 listener()

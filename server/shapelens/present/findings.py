@@ -123,8 +123,10 @@ def step_text(step: CauseStep) -> str:
     after, before = step.after, step.before
     if after is None:
         return subject
+    made = metadata_text(after.shape, after.dtype, after.device, python=True)
+    if step.op is None:
+        return f"{subject}: {made}, from `{step.expression}`" if step.expression else subject
     if before is None:
-        made = metadata_text(after.shape, after.dtype, after.device, python=True)
         return f"{subject}: {step.op} made {made}"
     if before.shape != after.shape:
         change = f"{shape_text(before.shape, python=True)} → {shape_text(after.shape, python=True)}"
@@ -190,7 +192,7 @@ def _mismatch(finding: Finding) -> str:
     value = (odd[0].device if noun == "device" else odd[0].dtype) if odd else "?"
     verb = "is on" if noun == "device" else "is"
     names = ", ".join(f"`{o.name}`" for o in rest)
-    if noun == "dtype" and any(o.dtype != finding.expected for o in rest):
+    if noun == "dtype" and (not rest or any(o.dtype != finding.expected for o in rest)):
         # int64 indices for an Embedding, a bool mask: no other operand holds that dtype
         modules = [f"`{o.name}`" for o in rest if o.module is not None]
         tail = (

@@ -1,10 +1,11 @@
-"""Tiny transformer text classifier moved to the GPU ('meta' stands in for 'cuda' without one); bug: forward() builds the position ids with torch.arange(T) on the CPU, and the position nn.Embedding, whose weight is on the GPU, gets a CPU index tensor."""
+"""Tiny transformer text classifier moved to the GPU, run shape-only (CUDA simulated without one); bug: forward() builds the position ids with torch.arange(T) on the CPU, and the position nn.Embedding, whose weight is on the GPU, gets a CPU index tensor."""
+# corpus: shape-only (meta tensors do not check an embedding's index device; a GPU does)
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-DEVICE = "cuda" if torch.cuda.is_available() else "meta"
+DEVICE = "cuda"
 VOCAB, MAX_LEN, D_MODEL, N_CLASSES = 500, 32, 32, 4
 
 
@@ -35,4 +36,4 @@ for step in range(10):
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
-    print(f"step {step}: loss {loss.item():.4f}")
+    print(f"step {step}")

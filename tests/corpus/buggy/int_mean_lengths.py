@@ -36,8 +36,8 @@ class MeanPoolClassifier(nn.Module):
 torch.manual_seed(0)
 reviews, labels = synthetic_reviews(200)
 padded = pad_sequence(reviews, batch_first=True, padding_value=PAD)
-lengths = (padded != PAD).sum(dim=1)
-print(f"{len(padded)} reviews, mean length {lengths.mean():.1f} tokens")  # expect: op_error
+lengths = (padded != PAD).sum(dim=1)  # cause: dtype_mismatch
+print(f"{len(padded)} reviews, mean length {lengths.mean():.1f} tokens")  # expect: dtype_mismatch
 
 loader = DataLoader(TensorDataset(padded, labels), batch_size=32, shuffle=True)
 model = MeanPoolClassifier(VOCAB)

@@ -29,7 +29,7 @@ from shapelens.engine.findings.mismatch import (
 )
 from shapelens.engine.findings.op_names import OPERATOR_OF, name_of, op_label
 from shapelens.engine.findings.op_watch import FailedCall
-from shapelens.engine.findings.provenance import Provenance
+from shapelens.engine.findings.provenance import Changed, Provenance
 from shapelens.engine.source_map import SourceMaps
 
 _ATTRIBUTE = {"dtype_mismatch": "dtype", "device_mismatch": "device"}
@@ -136,14 +136,15 @@ class FailedCallRule:
 
     def _chain(self, finding: Finding, named: list[Named]) -> tuple[CauseStep, ...]:
         """The lines that changed what failed, for the odd operands (else every tensor)."""
-        attribute = _ATTRIBUTE.get(finding.kind, "shape")
         odd = {o.name for o in finding.operands if o.odd}
         followed = [n for n in named if not n.is_module and (not odd or n.label in odd)]
+        changed = _what_failed(finding.kind, [n.shape for n in followed])
         steps: list[CauseStep] = []
         born = {(o.name, o.file, o.line) for o in finding.operands}
-        shown: set[tuple[str, int, str, Any, Any]] = set()
+        shown: set[tuple[str, int, str | None, Any, Any]] = set()
         for operand in followed:  # a step two operands share (their common path) once
-            for step in self._provenance.chain(operand.value, attribute, operand.label):
+            chain = self._provenance.chain(operand.value, operand.label, changed, self._bound_at)
+            for step in chain:
                 key = (step.file, step.line, step.op, step.before, step.after)
                 if step.before is None and (operand.label, step.file, step.line) in born:
                     continue  # its birth: shown with the operand already
@@ -151,6 +152,54 @@ class FailedCallRule:
                     shown.add(key)
                     steps.append(step)
         return tuple(steps[:MAX_CHAIN])
+
+    def _bound_at(self, value: Any) -> tuple[str, int, str | None] | None:
+        origin = self.facts.origin_of(value)
+        if origin is None:
+            return None
+        return (
+            origin.file,
+            origin.line,
+            self.facts.sources.get(origin.file).statement_text(origin.line),
+        )
+
+
+def _what_failed(kind: str, shapes: list[Any]) -> Changed:
+    """Which steps a chain keeps: those that changed the dtype (device) for a dtype (device)
+    error; for shapes that differ in some dims, those that changed one of those dims (counted
+    from the right for shapes of one rank, as broadcasting does; from the left, the batch
+    first, for shapes of different ranks: logits (N, C) and targets (N,)); for shapes of
+    different ranks that agree where both have dims, those that changed the rank; else
+    every step that changed the shape."""
+    if kind in _ATTRIBUTE:
+        field = 1 if kind == "dtype_mismatch" else 2
+        return lambda before, after: before is None or before[field] != after[field]
+    known = [tuple(shape) for shape in shapes if shape is not None]
+    if len(known) < 2:
+        return lambda before, after: before is None or before[0] != after[0]
+    ranks = {len(shape) for shape in known}
+    if len(ranks) == 1:
+        dims = [-d for d in range(1, min(ranks) + 1) if len({s[-d] for s in known}) > 1]
+    else:
+        dims = [d for d in range(min(ranks)) if len({s[d] for s in known}) > 1]
+    if not dims and len(ranks) > 1:
+        return lambda before, after: before is None or _rank(before[0]) != _rank(after[0])
+    if not dims:
+        return lambda before, after: before is None or before[0] != after[0]
+    return lambda before, after: (
+        before is None or any(_size(before[0], d) != _size(after[0], d) for d in dims)
+    )
+
+
+def _rank(shape: tuple[int, ...] | None) -> int | None:
+    return None if shape is None else len(shape)
+
+
+def _size(shape: tuple[int, ...] | None, dim: int) -> int | None:
+    """``shape[dim]`` (negative: from the right), None where it has no such dim."""
+    if shape is None or (dim >= len(shape) if dim >= 0 else -dim > len(shape)):
+        return None
+    return shape[dim]
 
 
 def _by_name(

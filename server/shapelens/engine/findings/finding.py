@@ -86,13 +86,14 @@ class Facts:
 @dataclass(frozen=True, kw_only=True)
 class CauseStep:
     """One user line in a finding's cause chain: ``op`` made ``subject``'s value ``after``
-    out of one that was ``before`` (None: made from no tensor we saw)."""
+    out of one that was ``before`` (None: made from no tensor we saw); no ``op``: the value
+    the way started from was bound there."""
 
     file: str
     line: int
     expression: str | None
     subject: str
-    op: str
+    op: str | None
     before: Facts | None
     after: Facts
 
@@ -102,8 +103,8 @@ class CauseStep:
             "line": self.line,
             "expression": self.expression,
             "subject": self.subject,
-            "op": self.op,
-            "before": None if self.before is None else self.before.to_message(),
+            **({"op": self.op} if self.op is not None else {}),
+            **({"before": self.before.to_message()} if self.before is not None else {}),
             "after": self.after.to_message(),
         }
 

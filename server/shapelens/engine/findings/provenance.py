@@ -13,6 +13,7 @@ size whose rounding the decoder's upsampling cannot undo.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from shapelens.engine import values
@@ -41,6 +42,7 @@ class Made:
         "ref",
         "source",
         "source_meta",
+        "source_ref",
     )
 
     def __init__(
@@ -54,6 +56,7 @@ class Made:
         meta: Meta,
         source: Made | None,
         source_meta: Meta | None,
+        source_ref: weakref.ref[Any] | None,
     ) -> None:
         self.ref = ref
         self.file = file
@@ -63,12 +66,17 @@ class Made:
         self.meta = meta
         self.source = source
         self.source_meta = source_meta
+        self.source_ref = source_ref
+        """The data input itself, while it lives (where it was born, when no call made it)."""
         self.depth: int = 0 if source is None else source.depth + 1
 
 
 Meta = tuple[tuple[int, ...] | None, str | None, str | None]
 """(shape, dtype, device)"""
-_FIELD = {"shape": 0, "dtype": 1, "device": 2}
+Changed = Callable[["Meta | None", Meta], bool]
+"""(the data input's metadata or None, the result's) → whether the step is in the chain"""
+BornAt = Callable[[Any], "tuple[str, int, str | None] | None"]
+"""A value → (file, line, statement text) where it was first bound, if known"""
 
 
 class Provenance:
@@ -99,6 +107,10 @@ class Provenance:
         source = self.made(data) if data is not None else None
         if source is not None and source.depth >= MAX_DEPTH:
             source = None  # a recurrence (h = f(h)): the chain's start is long gone anyway
+        try:
+            source_ref = None if data is None else weakref.ref(data)
+        except TypeError:
+            source_ref = None
         made = self._made
         made.pop(id(result), None)
         if len(made) >= self.capacity:
@@ -106,6 +118,7 @@ class Provenance:
         made[id(result)] = Made(
             ref=ref, file=file, line=line, expression=expression, op=op, meta=_meta(result),
             source=source, source_meta=None if data is None else _meta(data),
+            source_ref=source_ref,
         )  # fmt: skip
 
     def made(self, value: Any) -> Made | None:
@@ -113,16 +126,17 @@ class Provenance:
         found = self._made.get(id(value))
         return found if found is not None and found.ref() is value else None
 
-    def chain(self, value: Any, attribute: str, subject: str) -> list[CauseStep]:
-        """The lines that changed ``value``'s ``attribute`` (``shape``, ``dtype``, ``device``)
-        on its way from where it was made, earliest first; where it was first made by a
-        watched call (no tensor input) is the first step."""
-        field = _FIELD[attribute]
+    def chain(self, value: Any, subject: str, changed: Changed, born_at: BornAt) -> list[CauseStep]:
+        """The lines that changed ``value`` the way ``changed`` tells (its shape, the failing
+        dims of it, its dtype or device) on its way from where it was made, earliest first.
+        Where the first value of the way was bound, when no watched call made it (a hit the
+        op watch did not follow), is the first step."""
         steps: list[CauseStep] = []
         made = self.made(value)
+        root: Any = None
         while made is not None and len(steps) < 4 * MAX_STEPS:
             before = made.source_meta
-            if before is None or before[field] != made.meta[field]:
+            if changed(before, made.meta):
                 steps.append(
                     CauseStep(
                         file=made.file, line=made.line, expression=made.expression,
@@ -131,7 +145,18 @@ class Provenance:
                         after=_facts(made.meta),
                     )
                 )  # fmt: skip
+            if made.source is None and made.source_ref is not None:
+                root = made.source_ref()
             made = made.source
+        birth = born_at(root) if root is not None else None
+        if birth is not None:
+            file, line, expression = birth
+            steps.append(
+                CauseStep(
+                    file=file, line=line, expression=expression, subject=subject, op=None,
+                    before=None, after=_facts(_meta(root)),
+                )
+            )  # fmt: skip
         steps.reverse()
         return steps[:MAX_STEPS]
 
