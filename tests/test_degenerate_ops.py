@@ -77,9 +77,9 @@ for epoch in range(2):
 @pytest.mark.backend
 def test_a_squeeze_that_drops_the_last_batch_of_one(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """65 samples in batches of 8 (drop_last=False): the 9th batch has one sample, and
-    `.squeeze()` turns its (1, 1) prediction into a 0-dim tensor. The 9th, 18th and 27th
-    hits are not hits the op watch follows: the recorded ranks of `pred` tell. A squeeze in
-    an expression is seen by the op watch when the batch of one comes on a followed hit."""
+    `.squeeze()` turns its (1, 1) prediction into a 0-dim tensor. The op watch follows the
+    statements right after a read saw a new shape (the batch of one, read at the loop
+    header), so it sees the squeeze there; the recorded ranks of `pred` would tell too."""
     main = script(
         _DATA.format(n=65)
         + """
@@ -101,8 +101,8 @@ for xb, yb in small:
     named, inline = line_of(main, "pred = model"), line_of(main, "check =")
     assert sorted(found) == [named, inline]
     assert found[named]["op"] == "Tensor.squeeze"
-    assert "`pred` was (8,) and () on different hits" in found[named]["message"]
-    assert found[named]["operands"][0]["name"] == "pred"
+    assert "(8, 1) → (8,) on an earlier hit, (1, 1) → () here" in found[named]["advice"]
+    assert found[named]["operands"][0]["name"] == "model(xb)"
     assert found[inline]["op"] == "torch.squeeze"
     [operand] = found[inline]["operands"]
     assert (operand["name"], operand["shape"]) == ("model(xb)", [1, 1])

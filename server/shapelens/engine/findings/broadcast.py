@@ -80,7 +80,7 @@ class Broadcast:
 
 
 class LineStarting:
-    """A statement with elementwise operators is about to run (on its hits 1, 2, 4, …):
+    """A statement with elementwise operators is about to run (on its checked hits):
     the operands its expressions name are read from its frame."""
 
     __slots__ = ("frame", "info", "line")

@@ -1,7 +1,7 @@
 """``degenerate_op``: a torch call the user made that runs, and cannot do what it was written for.
 
 Silent bugs, found from the call itself (the op watch's ``Called`` records, calls the
-statement made directly, on its hits 1, 2, 4, …):
+statement made directly, on its checked hits):
 
 - a normalisation over a dim of size 1: ``log_softmax(dim=1)`` of ``(N, 1)`` logits is 0
   everywhere, ``softmax`` 1, ``F.normalize`` the sign; no gradient flows back;

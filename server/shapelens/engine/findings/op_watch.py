@@ -3,7 +3,7 @@
 A broadcast hides in ``fc(x) - y.squeeze(1)`` as often as in ``y - pred``, and the
 operands of the former are values no name holds; a failing ``F.cross_entropy(logits,
 targets.view(-1, 1))`` is explained by what it was passed, not by what the line names. On
-a statement's checked hits (1, 2, 4, …) the tracer watches it: a ``TorchFunctionMode`` is
+a statement's checked hits (1 to 8, 16, 32, …) the tracer watches it: a ``TorchFunctionMode`` is
 pushed while the statement runs. It hands each elementwise op called directly from the
 statement's frame, with its operands and result, to the broadcast rule, and keeps the
 torch call that raised (the outermost one: torch's own calls inside it run with the mode

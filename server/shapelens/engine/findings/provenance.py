@@ -1,13 +1,14 @@
 """Where a tensor came from: the user line that made it, and the tensors it was made of.
 
-The op watch sees every torch call a watched statement makes (its checked hits: 1, 2, 4,
-…), with operands and result. Each result is remembered here with its line, the op, and
-weak references to its tensor inputs: metadata only, never the data, at most
-:data:`CAPACITY` results (the oldest forgotten first), so memory stays bounded however long
-the program runs. When a call fails, :meth:`Provenance.chain` follows the failing operand
-back through the lines that changed its shape (or dtype, or device), earliest first: the
-``.squeeze()`` that dropped the batch dim of a batch of one, the stride-2 step at an odd
-size whose rounding the decoder's upsampling cannot undo.
+The op watch sees every torch call a watched statement makes (its checked hits), with
+operands and result. Each result is remembered here with its line, the op, its metadata and
+the record of the data input it was made from (a weak reference to that input too, to find
+where it was bound when no watched call made it): metadata only, never the data, at most
+:data:`CAPACITY` results by identity (the oldest forgotten first). When a call fails,
+:meth:`Provenance.chain` follows the failing operand back through the lines that changed
+what failed, earliest first: the ``.squeeze()`` that dropped the batch dim of a batch of
+one, the stride-2 step at an odd size whose rounding the decoder's upsampling cannot undo.
+Each step is data (the op, the value before and after); ``shapelens.present`` words it.
 """
 
 from __future__ import annotations
