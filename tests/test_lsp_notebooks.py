@@ -450,7 +450,11 @@ async def test_cells_without_notebook_sync_and_the_trace_dir_setting(
         return await lsp.hints(uri) == HINTS["C"]
 
     assert await until(shown), await lsp.hints(uri)
-    assert diagnostics(lsp, uri) == [(2, "broadcast")]
+
+    async def published() -> bool:  # diagnostics are a notification of their own
+        return diagnostics(lsp, uri) == [(2, "broadcast")]
+
+    assert await until(published), diagnostics(lsp, uri)
 
 
 def test_trace_dirs_and_placement_by_content() -> None:
