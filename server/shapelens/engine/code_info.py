@@ -108,7 +108,7 @@ class CodeInfo:
             line: sites for line, sites in source.op_sites.items() if line in statements
         }
         self.broadcast_lines = set(self.elementwise) | set(self.op_sites)
-        # Checked on hits 1 to 8, 16, 32, ...: broadcasts, and the op watch (every torch call's
+        # Checked on hits 1 to 4, 8, 16, ...: broadcasts, and the op watch (every torch call's
         # operands, a failing one's explained).
         self.checked_lines = self.broadcast_lines | (source.call_lines & statements)
         # What paces each statement (see SourceMap.counter_of), for estimating the hits of

@@ -12,9 +12,9 @@ from shapelens.engine.code_info import CodeInfo
 
 Read = Callable[[FrameType, CodeInfo, int, tuple[str, ...], int], None]
 """(frame, code, statement, names it stored, its hit): read or count what it stored"""
-FIRST_CHECKED = 8
+FIRST_CHECKED = 4
 """A statement is checked (broadcasts, the op watch) on each of its first hits (a module
-class used several times in one forward), then on hits 16, 32, 64, …"""
+class used several times in one forward), then on hits 8, 16, 32, …"""
 
 
 def statement_hook(
@@ -58,7 +58,7 @@ def statement_hook(
         if statement in info.definitions:
             return 0
         count = hits[statement] = hits.get(statement, 0) + 1
-        # Checked on hits 1 to 8, then 16, 32, ...: shapes rarely change elsewhere; and
+        # Checked on hits 1 to 4, then 8, 16, ...: shapes rarely change elsewhere; and
         # on the few statements after a read saw a new shape (the last, smaller batch).
         checked = count <= FIRST_CHECKED or not count & (count - 1)
         if news_window and id(frame) in news_window:

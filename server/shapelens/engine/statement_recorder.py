@@ -92,6 +92,8 @@ class StatementRecorder:
         self._watch_calls = findings.mismatch or findings.degenerate
         """Whether every checked statement is watched (a failing call explained, its ops)."""
         self.provenance = Provenance()
+        self._texts: dict[tuple[str, int], str] = {}
+        """Statement texts for provenance records, made once per statement."""
         if self._watch_calls:
             self.op_watch.on_call = self._on_call
         self._reader = Reader(records)
@@ -180,6 +182,8 @@ class StatementRecorder:
     # -- frame events (what a backend reports) -----------------------------------------
     def enter_call(self, frame: FrameType, info: CodeInfo) -> None:
         """A fresh call of user code: count the def line, record the arguments."""
+        if self._op_statements:
+            self.op_watch.pause()
         if info.is_module:
             return
         calls = info.hits[info.def_line] = info.hits.get(info.def_line, 0) + 1
@@ -193,6 +197,7 @@ class StatementRecorder:
         while running statement ``previous``."""
         if self._op_statements:
             self._end_op_statement(frame)
+            self.op_watch.resume(frame.f_back)
         if self._news_window:
             self._news_window.pop(id(frame), None)
         if not yielded and previous in info.loop_headers:
@@ -412,10 +417,13 @@ class StatementRecorder:
         if self._degenerate is not None:
             seen = CallSeen(called=called, info=info, line=line, counts=counts)
             self._add(self._degenerate.observe(seen))
-        expression = info.source.statement_text(line) or None
+        key = (info.file, line)
+        expression = self._texts.get(key)
+        if expression is None:
+            expression = self._texts[key] = info.source.statement_text(line)
         for result in called.results[:4]:
             self.provenance.record(
-                file=info.file, line=line, expression=expression, op=called.op,
+                file=info.file, line=line, expression=expression or None, op=called.op,
                 inputs=called.inputs, result=result,
             )  # fmt: skip
 

@@ -3,7 +3,7 @@
 A broadcast hides in ``fc(x) - y.squeeze(1)`` as often as in ``y - pred``, and the
 operands of the former are values no name holds; a failing ``F.cross_entropy(logits,
 targets.view(-1, 1))`` is explained by what it was passed, not by what the line names. On
-a statement's checked hits (1 to 8, 16, 32, …) the tracer watches it: a ``TorchFunctionMode`` is
+a statement's checked hits (1 to 4, 8, 16, …) the tracer watches it: a ``TorchFunctionMode`` is
 pushed while the statement runs. It hands each elementwise op called directly from the
 statement's frame, with its operands and result, to the broadcast rule, and keeps the
 torch call that raised (the outermost one: torch's own calls inside it run with the mode
@@ -107,6 +107,11 @@ class OpWatch:
         self.base_depth = 0
         """Modes of ours under it for the whole run (a shape-only run's): not the user's."""
         self._frames: dict[int, FrameType] = {}
+        self._active = False
+        """Our mode is pushed: the innermost frame of user code has its statement watched."""
+        self._walks: dict[tuple[int, int], tuple[FrameType | None, bool, Any]] = {}
+        self._labels: dict[int, str] = {}
+        """Where calls from a frame lead (see :meth:`_walk`), while the mode is pushed."""
         self._mode: Any = None
         self._torch_dir = ""
         self._failed: FailedCall | None = None
@@ -124,22 +129,62 @@ class OpWatch:
         if self._mode is None:
             self._mode = _make_mode(torch, self)
             self._torch_dir = os.path.dirname(str(torch.__file__))
-        if not self._frames:
-            if torch_compat.function_mode_depth(torch) != self.base_depth:
-                return False  # the user's own mode is active: never reorder their stack
-            torch_compat.push_function_mode(torch, self._mode)
+        if not self._active and not self._activate(torch):
+            return False
         self._frames[id(frame)] = frame
         return True
 
     def end(self, frame: FrameType) -> None:
-        if self._frames.pop(id(frame), None) is None or self._frames:
+        """``frame``'s statement is over (the frame runs: it is the innermost user frame)."""
+        if self._frames.pop(id(frame), None) is None:
             return
-        self._failed = None  # nothing of the program stays alive through us
-        torch = sys.modules["torch"]
-        if torch_compat.top_function_mode(torch) is self._mode:
-            torch_compat.pop_function_mode(torch)
-        else:
+        if not self._frames:
+            self._failed = None  # nothing of the program stays alive through us
+        if self._active and not self._deactivate():
             self._frames[id(frame)] = frame  # a user mode sits on ours: end when it is gone
+
+    def pause(self) -> None:
+        """A call of user code starts inside a watched statement: the callee's statements
+        are watched on their own checked hits, not for the whole of the caller's (a
+        ``main()`` watched on its first hit would watch the whole program)."""
+        if self._active:
+            self._deactivate()
+
+    def resume(self, caller: FrameType | None) -> None:
+        """A call of user code returned towards ``caller``: watch again if the innermost user
+        frame there has its statement watched (a module's forward returned into the
+        statement that called the model)."""
+        frames = self._frames
+        if self._active or not frames:
+            return
+        frame = caller
+        for _ in range(_MAX_DEPTH):
+            if frame is None:
+                return
+            if frames.get(id(frame)) is frame:
+                torch = sys.modules.get("torch")
+                if torch is not None:
+                    self._activate(torch)
+                return
+            if self.is_user_code(frame.f_code):
+                return
+            frame = frame.f_back
+
+    def _activate(self, torch: Any) -> bool:
+        if torch_compat.function_mode_depth(torch) != self.base_depth:
+            return False  # the user's own mode is active: never reorder their stack
+        torch_compat.push_function_mode(torch, self._mode)
+        self._active = True
+        return True
+
+    def _deactivate(self) -> bool:
+        torch = sys.modules["torch"]
+        if torch_compat.top_function_mode(torch) is not self._mode:
+            return False
+        torch_compat.pop_function_mode(torch)
+        self._active = False
+        self._walks.clear()
+        return True
 
     def watching(self) -> bool:
         return bool(self._frames)
@@ -171,26 +216,14 @@ class OpWatch:
     ) -> None:
         """``func`` ran: hand a watched statement's elementwise ops to ``on_op``, and every
         call it made (directly, or in a module it called) to ``on_call``."""
-        frame = caller
-        direct = True  # through torch's Python wrappers only, no module call between
-        module: Any = None
-        below: FrameType | None = None
-        for depth in range(_MAX_DEPTH):
-            if frame is None:
-                return
-            if self._frames.get(id(frame)) is frame:
-                break
-            code = frame.f_code
-            if not code.co_filename.startswith(self._torch_dir):
-                return
-            if code.co_name == torch_compat.MODULE_CALL_FRAME and below is not None:
-                direct = False
-                module = _forward_call(below)[0]
-            elif depth >= 3:
-                direct = False
-            below = frame
-            frame = frame.f_back
-        else:
+        if caller is None:
+            return
+        key = (id(caller), id(caller.f_code))
+        walk = self._walks.get(key)
+        if walk is None:  # the same for every op one library function makes
+            walk = self._walks[key] = self._walk(caller)
+        frame, direct, module = walk
+        if frame is None:
             return
         spec = _OPS.get(getattr(func, "__name__", "")) if direct else None
         if spec is not None and len(args) >= 2:
@@ -202,8 +235,39 @@ class OpWatch:
             inputs = _tensors(tensor, args, kwargs)
             results = _tensors(tensor, (result,), {})
             if results:
-                label = type(module).__name__ if module is not None else op_label(func)
+                label = type(module).__name__ if module is not None else self._label(func)
                 self.on_call(Called(frame, label, func, args, kwargs, inputs, results, direct))
+
+    def _label(self, func: Any) -> str:
+        label = self._labels.get(id(func))
+        if label is None:  # torch's functions live as long as torch: their ids stay theirs
+            label = self._labels[id(func)] = op_label(func)
+        return label
+
+    def _walk(self, caller: FrameType) -> tuple[FrameType | None, bool, Any]:
+        """(the watched frame, called directly, the module called): the watched frame of
+        user code that made a call from ``caller`` through torch's own Python code (its
+        wrappers, module calls, the DataLoader's collate), None for any other."""
+        frame: FrameType | None = caller
+        direct = True  # through torch's Python wrappers only, no module call between
+        module: Any = None
+        below: FrameType | None = None
+        for depth in range(_MAX_DEPTH):
+            if frame is None:
+                return None, False, None
+            if self._frames.get(id(frame)) is frame:
+                return frame, direct, module
+            code = frame.f_code
+            if not code.co_filename.startswith(self._torch_dir):
+                return None, False, None
+            if code.co_name == torch_compat.MODULE_CALL_FRAME and below is not None:
+                direct = False
+                module = _forward_call(below)[0]
+            elif depth >= 3:
+                direct = False
+            below = frame
+            frame = frame.f_back
+        return None, False, None
 
     def failed(
         self,
