@@ -273,3 +273,24 @@ def test_a_caught_error_s_traceback_is_the_programs_own(script, tmp_path: Path) 
     assert run.returncode == 0, run.stderr
     frames = [line for line in run.stderr.splitlines() if line.strip().startswith("File ")]
     assert len(frames) == 1 and "main.py" in frames[0], run.stderr
+
+
+def test_each_step_names_the_op_that_made_it(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Ops handed to the mode through torch's Python wrappers (F.layer_norm, Tensor.split)
+    come from frames that die and are made again at the same address: each step still names
+    its own op."""
+    main = script(
+        """
+        import torch
+        from torch import nn
+        ln = nn.LayerNorm(32)
+        lin = nn.Linear(32, 96)
+        x = torch.randn(8, 16, 32)
+        q, k, v = lin(ln(x)).split(32, dim=2)
+        y = q.transpose(1, 2).view(8, 512)
+        """
+    )
+    run = run_cli("--quiet", "main.py", cwd=tmp_path)
+    finding = _only(run, "shape_mismatch")
+    split = line_of(main, "q, k, v =")
+    assert [s["op"] for s in finding["chain"] if s["line"] == split] == ["Linear", "Tensor.split"]

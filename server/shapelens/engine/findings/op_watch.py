@@ -109,9 +109,10 @@ class OpWatch:
         self._frames: dict[int, FrameType] = {}
         self._active = False
         """Our mode is pushed: the innermost frame of user code has its statement watched."""
-        self._walks: dict[tuple[int, int], tuple[FrameType | None, bool, Any]] = {}
+        self._walks: dict[int, tuple[FrameType, tuple[FrameType | None, bool, Any]]] = {}
+        """Where calls from a frame lead (see :meth:`_walk`), while the mode is pushed; the
+        frame is held, so no other frame takes its id meanwhile."""
         self._labels: dict[int, str] = {}
-        """Where calls from a frame lead (see :meth:`_walk`), while the mode is pushed."""
         self._mode: Any = None
         self._torch_dir = ""
         self._failed: FailedCall | None = None
@@ -218,11 +219,10 @@ class OpWatch:
         call it made (directly, or in a module it called) to ``on_call``."""
         if caller is None:
             return
-        key = (id(caller), id(caller.f_code))
-        walk = self._walks.get(key)
-        if walk is None:  # the same for every op one library function makes
-            walk = self._walks[key] = self._walk(caller)
-        frame, direct, module = walk
+        cached = self._walks.get(id(caller))
+        if cached is None or cached[0] is not caller:  # the same for every op a frame makes
+            cached = self._walks[id(caller)] = (caller, self._walk(caller))
+        frame, direct, module = cached[1]
         if frame is None:
             return
         spec = _OPS.get(getattr(func, "__name__", "")) if direct else None
