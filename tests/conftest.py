@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from shapelens.present.findings import finding_message, related_locations
-from shapelens.runner.warm import WarmRunner
-from shapelens.trace.codec import finding_from_json
+from shapelens.runner.warm import FORK_SERVER_VARIABLE, WarmRunner
+from shapelens.trace.finding_codec import finding_from_json
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -121,14 +121,39 @@ def normalised_trace(trace: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_FORK_SERVER: WarmRunner | None = None
+
+
+def _fork_server() -> dict[str, str]:
+    """SHAPELENS_FORK_SERVER for ``shapelens run``: one fork server per test process, started
+    on first use, so a run costs a fork, not an interpreter start and ``import torch`` (~2 s
+    of CPU). Tests of how a run's process starts pass ``cold=True``."""
+    global _FORK_SERVER
+    if _FORK_SERVER is None:
+        _FORK_SERVER = WarmRunner(CHILD_PYTHON or sys.executable)
+    deadline = time.monotonic() + 120
+    while not _FORK_SERVER.ready:
+        if time.monotonic() > deadline:
+            return {}  # not started (it says nothing): cold runs, still correct
+        time.sleep(0.05)
+    return {FORK_SERVER_VARIABLE: _FORK_SERVER.directory}
+
+
+def pytest_sessionfinish() -> None:
+    if _FORK_SERVER is not None:
+        _FORK_SERVER.close()
+
+
 def run_cli(
     *args: str,
     cwd: Path,
     stdin: str | None = None,
     timeout: float = 120,
     env: dict[str, str] | None = None,
+    cold: bool = False,
 ) -> Run:
-    """``shapelens run --json TRACE ARGS`` in ``cwd``; the trace is read back when written."""
+    """``shapelens run --json TRACE ARGS`` in ``cwd``; the trace is read back when written.
+    The run is forked from this process's fork server unless ``cold``."""
     trace_path = cwd / ".trace.json"
     if trace_path.exists():
         trace_path.unlink()
@@ -141,7 +166,7 @@ def run_cli(
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **({} if cold else _fork_server()), **(env or {})},
     )
     trace = json.loads(trace_path.read_text()) if trace_path.exists() else None
     return Run(process.returncode, process.stdout, process.stderr, trace)

@@ -10,10 +10,18 @@ from shapelens.runner.protocol import FrameReader, FrameWriter
 from shapelens.trace import messages
 from shapelens.trace.builder import TraceBuilder
 from shapelens.trace.messages import LineRecord, SampledRecord, VarRecord
+from shapelens.trace.model import TracingCore
 
 
 def test_messages_keep_their_wire_keys() -> None:
-    assert messages.hello(python="3.12.1", pid=7) == {"t": "hello", "python": "3.12.1", "pid": 7}
+    hello = messages.hello(python="3.12.1", pid=7, core="settrace", gate_off="not 3.11")
+    assert hello == {
+        "t": "hello",
+        "python": "3.12.1",
+        "pid": 7,
+        "core": "settrace",
+        "gate_off": "not 3.11",
+    }
     assert _wire(messages.lines([LineRecord("a.py", 3, 2)])) == {
         "t": "lines",
         "entries": [["a.py", 3, 2]],
@@ -99,7 +107,7 @@ def test_what_the_child_sends_the_builder_reads() -> None:
         history=[0.5, "nan"],
     )
     sent: list[messages.Message] = [
-        messages.hello(python="3.12.1", pid=7),
+        messages.hello(python="3.12.1", pid=7, core="monitoring", gate_off=None),
         messages.lines([LineRecord("a.py", 3, 2)]),
         messages.vars_([var, loss]),
         messages.sampled([SampledRecord("a.py", 3)]),
@@ -131,6 +139,7 @@ def test_what_the_child_sends_the_builder_reads() -> None:
         1,
         "eager",
     )
+    assert trace.tracing == TracingCore("monitoring")
     (line,) = trace.lines
     assert (line.file, line.line, line.hits, line.sampled) == ("a.py", 3, 2, True)
     assert [(v.name, v.shape, v.dtype) for v in line.vars] == [

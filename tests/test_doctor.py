@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from lsprotocol import types
 
-from conftest import REPO, LspSession
+from conftest import REPO, LspSession, run_cli
 
 ON_311 = sys.implementation.name == "cpython" and sys.version_info[:2] == (3, 11)
 PYTHON_312 = Path(sys.prefix).parent / ".venv312" / "bin" / "python"
@@ -60,6 +60,20 @@ def test_the_gate_switched_off_says_so() -> None:
     found = _diagnosis(env={"SHAPELENS_LIBRARY_GATE": "0"})
     tracing = found["interpreter"]["tracing"]
     assert tracing == {"core": "settrace", "gate_off": "SHAPELENS_LIBRARY_GATE=0 is set"}
+
+
+def test_a_run_records_the_core_doctor_names(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The trace says which core ran, as ``doctor`` says a run here would get, with the gate
+    and without it."""
+    script("import torch\nx = torch.ones(2)\n")
+    for env in ({}, {"SHAPELENS_LIBRARY_GATE": "0"}):
+        expected = _diagnosis(env=env)["interpreter"]["tracing"]
+        run = run_cli("main.py", cwd=tmp_path, env=env)
+        assert run.trace is not None and run.returncode == 0, run.stderr
+        recorded = run.trace["tracing"]
+        assert recorded == {k: v for k, v in expected.items() if v is not None}
+    core = "gate" if ON_311 else "monitoring" if sys.version_info >= (3, 12) else "settrace"
+    assert run_cli("main.py", cwd=tmp_path).trace["tracing"]["core"] == core  # type: ignore[index]
 
 
 def _package_copy(tmp_path: Path) -> Path:

@@ -18,7 +18,7 @@ from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.source_map import SourceMaps
 from shapelens.settings.groups import FindingsConfig
-from shapelens.trace.codec import finding_from_json, finding_to_json
+from shapelens.trace.finding_codec import finding_from_json, finding_to_json
 
 SOURCE = """\
 def loss(y, pred):

@@ -43,7 +43,8 @@ from shapelens.present.findings import finding_message
 from shapelens.runner.contract import RunRequest
 from shapelens.runner.launcher import run_traced
 from shapelens.runner.warm import WarmRunner
-from shapelens.trace.codec import finding_from_json, trace_to_json
+from shapelens.trace.codec import trace_to_json
+from shapelens.trace.finding_codec import finding_from_json
 
 CORPUS_DIR = Path(__file__).resolve().parent
 CATEGORIES = ("clean", "buggy")

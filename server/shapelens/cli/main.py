@@ -19,6 +19,7 @@ from shapelens.present.listing import render_listing
 from shapelens.present.modules import modules_table
 from shapelens.runner.contract import RunRequest
 from shapelens.runner.launcher import RunResult, UsageError, run_traced
+from shapelens.runner.warm import FORK_SERVER_VARIABLE, WarmRunner
 from shapelens.settings.cli import add_flags, read_flags
 from shapelens.settings.groups import (
     DistributedOptions,
@@ -197,12 +198,27 @@ def _request(parser: argparse.ArgumentParser, options: argparse.Namespace) -> Ru
     )
 
 
+def _fork_server() -> WarmRunner | None:
+    """The fork server named by SHAPELENS_FORK_SERVER: runs fork from it instead of starting
+    an interpreter and importing torch (it is used only where it runs the same interpreter)."""
+    directory = os.environ.get(FORK_SERVER_VARIABLE)
+    return WarmRunner.attach(directory) if directory else None
+
+
 def _traced(request: RunRequest, distributed: DistributedOptions) -> RunResult:
     # Ctrl-C reaches the child (same process group); we wait for it to finish its way.
     # torchrun runs in its own session: run_distributed passes it on. A handler, not
     # SIG_IGN: an ignored SIGINT is inherited through exec and the script would ignore it too.
+    # A child forked by a fork server is in a session of its own: the signal is passed on.
     interrupt = threading.Event()
-    previous = signal.signal(signal.SIGINT, lambda *_: interrupt.set())
+    warm = _fork_server()
+
+    def on_interrupt(*_: object) -> None:
+        interrupt.set()
+        if warm is not None:
+            warm.interrupt()
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         if distributed.nproc_per_node is not None:
             from shapelens.runner.distributed import run_distributed
@@ -213,7 +229,7 @@ def _traced(request: RunRequest, distributed: DistributedOptions) -> RunResult:
                 distributed.torchrun_args,
                 interrupt=interrupt,
             )
-        return run_traced(request, on_debug=_announce_debugger)
+        return run_traced(request, on_debug=_announce_debugger, warm=warm)
     finally:
         signal.signal(signal.SIGINT, previous)
 

@@ -61,6 +61,11 @@ class BackendChoice:
     """settrace without the gate: why (``shapelens doctor`` says it); an explanation, not
     part of the choice."""
 
+    @property
+    def core(self) -> Literal["gate", "settrace", "monitoring"]:
+        """The core's name in a trace and in ``shapelens doctor``."""
+        return "gate" if self.gated else self.kind
+
 
 def choose_backend(requested: str = "auto") -> BackendChoice:
     """The backend for ``requested`` (one of :data:`REQUESTS`) in this interpreter."""
@@ -95,7 +100,14 @@ def new_backend(
 ) -> TracingBackend:
     """The backend :func:`choose_backend` chooses, reporting to ``events``; ``sample_hits``:
     with sys.monitoring, a line's events stop after that many hits."""
-    choice = choose_backend(requested)
+    return build_backend(events, choose_backend(requested), sample_hits=sample_hits)
+
+
+def build_backend(
+    events: StatementRecorder, choice: BackendChoice, *, sample_hits: int | None = None
+) -> TracingBackend:
+    """The backend ``choice`` names (from :func:`choose_backend`), for a caller that records
+    which one ran."""
     if choice.kind == "monitoring":
         return MonitoringTracer(events, sample_hits=sample_hits)
     return Tracer(events, gate=built_gate() if choice.gated else None)

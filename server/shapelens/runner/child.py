@@ -24,7 +24,12 @@ from collections.abc import Callable, Iterator
 from typing import NoReturn
 
 from shapelens.debug import PYDEVD_PLUGIN_ROOT
-from shapelens.engine.backends import BackendUnavailable, TracingBackend, new_backend
+from shapelens.engine.backends import (
+    BackendUnavailable,
+    TracingBackend,
+    build_backend,
+    choose_backend,
+)
 from shapelens.engine.module_tree import ModuleTree
 from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
@@ -66,11 +71,12 @@ class ChildRun:
         self.events.op_watch.enabled = not config.keep_compile
         self.events.scalars_on_gpu = config.scalars_on_gpu
         try:
-            self.engine: TracingBackend = new_backend(
-                self.events, config.backend, sample_hits=config.sample_hits
-            )
+            self.backend = choose_backend(config.backend)
         except BackendUnavailable as err:
             self.fail(f"--backend {err}")
+        self.engine: TracingBackend = build_backend(
+            self.events, self.backend, sample_hits=config.sample_hits
+        )
         self.compile = CompileControl(
             scope=scope,
             records=self.records,
@@ -222,7 +228,14 @@ class ChildRun:
     def run(self) -> NoReturn:
         config = self.config
         python = ".".join(map(str, sys.version_info[:3]))
-        self.writer.send(messages.hello(python=python, pid=os.getpid()))
+        self.writer.send(
+            messages.hello(
+                python=python,
+                pid=os.getpid(),
+                core=self.backend.core,
+                gate_off=self.backend.gate_off,
+            )
+        )
         code, path = self.prepare()
         self._crash_file = os.fdopen(config.crash_fd, "w", closefd=False)
         faulthandler.enable(file=self._crash_file, all_threads=False)

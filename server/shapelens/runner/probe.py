@@ -50,8 +50,7 @@ def _tracing() -> Any:
     from shapelens.engine.backends import choose_backend
 
     choice = choose_backend()
-    core = "gate" if choice.gated else choice.kind
-    return {"core": core, "gate_off": choice.gate_off}
+    return {"core": choice.core, "gate_off": choice.gate_off}
 
 
 def main() -> None:

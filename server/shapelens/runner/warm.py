@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import tempfile
@@ -16,12 +17,21 @@ from typing import IO
 from shapelens.runner.contract import ChildConfig
 
 _ZYGOTE = str(Path(__file__).with_name("zygote.py"))
+FORK_SERVER_VARIABLE = "SHAPELENS_FORK_SERVER"
+"""Names the folder of a running fork server that ``shapelens run`` forks its runs from
+(``WarmRunner.attach``), for scripts and test suites that run ShapeLens many times."""
+_DESCRIPTION = "server.json"  # beside the socket: the interpreter and its start-up variables
+
+
+def _startup_env(env: dict[str, str]) -> dict[str, str]:
+    """The variables that shape an interpreter's start (PYTHONPATH, ...): a fork server
+    started with others is not the interpreter a cold start would give."""
+    return {k: v for k, v in env.items() if k.startswith("PYTHON") and k != "PYTHONUNBUFFERED"}
 
 
 def forkable(config: ChildConfig) -> bool:
-    """Whether the fork server can start this child: it gives every child /dev/null as
-    stdin (it cannot pass on the caller's), and a debugged run starts cold."""
-    return config.stdin == "empty" and not config.debug
+    """Whether the fork server can start this child: a debugged run starts cold."""
+    return not config.debug
 
 
 class WarmProcess:
@@ -58,10 +68,13 @@ class WarmRunner:
     def __init__(self, python: str, env: dict[str, str] | None = None) -> None:
         self.python = python
         self.env = dict(os.environ if env is None else env)
-        self._directory = tempfile.mkdtemp(prefix="shapelens-warm-")  # 0700: ours alone
-        self.socket_path = os.path.join(self._directory, "zygote.sock")
+        self.directory = tempfile.mkdtemp(prefix="shapelens-warm-")  # 0700: ours alone
+        self.socket_path = os.path.join(self.directory, "zygote.sock")
         self._ready = threading.Event()
-        self._process = subprocess.Popen(
+        self._spawned: list[int] = []
+        description = {"python": python, "startup_env": _startup_env(self.env)}
+        Path(self.directory, _DESCRIPTION).write_text(json.dumps(description))
+        self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
             [python, _ZYGOTE, self.socket_path],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -70,21 +83,44 @@ class WarmRunner:
         )
         threading.Thread(target=self._wait_ready, daemon=True).start()
 
+    @classmethod
+    def attach(cls, directory: str) -> WarmRunner | None:
+        """The fork server another process started in ``directory`` (it owns it: closing
+        this one leaves it running), or ``None`` when there is none ready there."""
+        try:
+            description = json.loads(Path(directory, _DESCRIPTION).read_text())
+            python, startup_env = str(description["python"]), dict(description["startup_env"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        runner = cls.__new__(cls)
+        runner.python = python
+        runner.env = startup_env
+        runner.directory = directory
+        runner.socket_path = os.path.join(directory, "zygote.sock")
+        runner._ready = threading.Event()
+        runner._process = None
+        runner._spawned = []
+        if os.path.exists(runner.socket_path):
+            runner._ready.set()
+        return runner
+
     def _wait_ready(self) -> None:
-        assert self._process.stdout is not None
+        assert self._process is not None and self._process.stdout is not None
         if self._process.stdout.readline().strip() == b"ready":
             self._ready.set()
 
     @property
+    def server_pid(self) -> int | None:
+        """The fork server's process id, when this runner started it."""
+        return None if self._process is None else self._process.pid
+
+    @property
     def ready(self) -> bool:
-        return self._ready.is_set() and self._process.poll() is None
+        return self._ready.is_set() and (self._process is None or self._process.poll() is None)
 
     def suits(self, python: str, env: dict[str, str]) -> bool:
         """Same interpreter, and no start-up variable (PYTHONPATH, ...) that differs."""
-        startup = {
-            k for k in (*env, *self.env) if k.startswith("PYTHON") and k != "PYTHONUNBUFFERED"
-        }
-        return python == self.python and all(env.get(k) == self.env.get(k) for k in startup)
+        return python == self.python and _startup_env(env) == _startup_env(self.env)
 
     def spawn(
         self, config: ChildConfig, *, env: dict[str, str], cwd: str, capture_output: bool
@@ -98,6 +134,7 @@ class WarmRunner:
         if not self.ready or not forkable(config):
             return None
         request = {"config": config.to_dict(), "env": env, "cwd": cwd}
+        stdin = 0 if config.stdin == "inherit" else os.open(os.devnull, os.O_RDONLY)
         if capture_output:
             out_read, out_write = os.pipe()
             err_read, err_write = os.pipe()
@@ -110,7 +147,7 @@ class WarmRunner:
             socket.send_fds(
                 connection,
                 [json.dumps(request).encode()],
-                [out_write, err_write, *config.fds],
+                [stdin, out_write, err_write, *config.fds],
             )
             reply = json.loads(connection.makefile("rb").readline())
         except (OSError, ValueError):
@@ -120,9 +157,12 @@ class WarmRunner:
                     os.close(fd)
             return None
         finally:
+            if stdin != 0:
+                os.close(stdin)
             if capture_output:
                 os.close(out_write)
                 os.close(err_write)
+        self._spawned.append(int(reply["pid"]))
         return WarmProcess(
             connection,
             int(reply["pid"]),
@@ -130,7 +170,15 @@ class WarmRunner:
             os.fdopen(err_read, "rb") if capture_output else None,
         )
 
+    def interrupt(self) -> None:
+        """Ctrl-C for the runs this runner forked (each leads a process group of its own)."""
+        for pid in self._spawned:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGINT)
+
     def close(self) -> None:
+        if self._process is None:
+            return  # attached: the server is its starter's to close
         if self._process.poll() is None:
             self._process.kill()
             self._process.wait()
@@ -139,5 +187,7 @@ class WarmRunner:
                 stream.close()
         with contextlib.suppress(OSError):
             os.unlink(self.socket_path)
-        if os.path.isdir(self._directory):
-            os.rmdir(self._directory)
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(self.directory, _DESCRIPTION))
+        if os.path.isdir(self.directory):
+            os.rmdir(self.directory)

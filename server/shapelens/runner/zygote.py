@@ -21,7 +21,7 @@ import sys
 from typing import Any
 
 MAX_REQUEST = 1 << 20
-FD_NAMES = ("stdout", "stderr", "channel", "control", "crash")
+FD_NAMES = ("stdin", "stdout", "stderr", "channel", "control", "crash")
 
 
 def _preload() -> None:
@@ -44,13 +44,12 @@ def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
     from shapelens.runner.contract import ChildConfig
 
     os.setsid()
-    # Never the server's stdin: a read hits EOF at once (input() raises EOFError).
-    null = os.open(os.devnull, os.O_RDONLY)
-    if null != 0:
-        os.dup2(null, 0)
-        os.close(null)
-    os.dup2(fds["stdout"], 1)
-    os.dup2(fds["stderr"], 2)
+    # The caller's stdin (a terminal, a pipe) or /dev/null, never the server's own.
+    for name, target in (("stdin", 0), ("stdout", 1), ("stderr", 2)):
+        os.dup2(fds[name], target)
+    for name in ("stdin", "stdout", "stderr"):  # only as 0, 1, 2: a fork of the program
+        if fds[name] > 2:  # that closes those (a daemon) holds none of the caller's pipes
+            os.close(fds[name])
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])

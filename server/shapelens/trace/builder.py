@@ -18,11 +18,11 @@ from shapelens.trace import (
 )
 from shapelens.trace.codec import (
     compile_mode_of,
-    finding_from_json,
     module_from_json,
     read_number,
     shape_only_of,
 )
+from shapelens.trace.finding_codec import finding_from_json
 from shapelens.trace.messages import (
     LineRecord,
     SampledRecord,
@@ -30,7 +30,7 @@ from shapelens.trace.messages import (
     field_reader,
     read_record,
 )
-from shapelens.trace.model import CompileMode, RunStatus, ShapeOnlyRun
+from shapelens.trace.model import CompileMode, RunStatus, ShapeOnlyRun, TracingCore
 from shapelens.trace.suppression import suppressed
 
 TIMEOUT_EXIT_CODE = 124  # as timeout(1)
@@ -47,6 +47,7 @@ class TraceBuilder:
         self.argv = argv
         self.on_debug = on_debug
         self.python = ""
+        self.tracing: TracingCore | None = None
         self.error: str | None = None
         self.stopped = False
         self.end: dict[str, Any] | None = None
@@ -105,6 +106,10 @@ class TraceBuilder:
             )
         elif kind == messages.HELLO:
             self.python = str(message.get("python", ""))
+            core = message.get("core")
+            if isinstance(core, str):
+                gate_off = message.get("gate_off")
+                self.tracing = TracingCore(core, gate_off if isinstance(gate_off, str) else None)
         elif kind == messages.ERROR:
             self.error = str(message.get("message"))
         elif kind == messages.STOPPED:
@@ -164,6 +169,7 @@ class TraceBuilder:
         return Trace(
             argv=tuple(self.argv),
             python=self.python or "0.0.0",
+            tracing=self.tracing,
             duration_s=duration_s,
             status=status,
             exit_code=exit_code,

@@ -12,25 +12,21 @@ from pathlib import Path
 from typing import Any
 
 from shapelens._version import __version__
+from shapelens.trace.finding_codec import finding_from_json, finding_to_json, shape_of
 from shapelens.trace.messages import json_number, read_numbers
 from shapelens.trace.model import (
-    CauseStep,
     CellSource,
     CompileMode,
     ExceptionInfo,
-    Facts,
-    Finding,
     ModuleCall,
-    ModuleFacts,
-    Operand,
     RankValue,
-    RelatedLocation,
     ShapeOnlyRun,
     SourceLocation,
     TensorSlot,
     Trace,
     TracedLine,
     TracedVar,
+    TracingCore,
 )
 
 SCHEMA_ID = "shapelens.trace/2"
@@ -40,10 +36,6 @@ SCHEMA_PATH = Path(__file__).with_name("schema.json")
 
 class TraceFormatError(ValueError):
     """A file that is not a ShapeLens trace of a version we read."""
-
-
-def _shape(value: Any) -> tuple[int, ...] | None:
-    return None if value is None else tuple(int(d) for d in value)
 
 
 def read_number(values: Any) -> tuple[float, float, float]:
@@ -94,168 +86,6 @@ def var_to_json(var: TracedVar) -> dict[str, Any]:
     return out
 
 
-def _operand_to_json(o: Operand) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "name": o.name,
-        "shape": None if o.shape is None else list(o.shape),
-        "dtype": o.dtype,
-        "device": o.device,
-        "requires_grad": o.requires_grad,
-        "line": o.line,
-    }
-    optional = {"file": o.file, "born_as": o.born_as, "rank": o.rank}
-    out.update({k: v for k, v in optional.items() if v is not None})
-    if o.passed_in:
-        out["passed_in"] = True
-    if o.odd:
-        out["odd"] = True
-    if o.module is not None:
-        out["module"] = {
-            "class": o.module.cls,
-            "expects": dict(o.module.expects),
-            "file": o.module.file,
-            "line": o.module.line,
-        }
-    return out
-
-
-def finding_to_json(f: Finding) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "kind": f.kind,
-        "severity": f.severity,
-        "file": f.file,
-        "line": f.line,
-        "expression": f.expression,
-        "operands": [_operand_to_json(o) for o in f.operands],
-    }
-    facts = {
-        "operator": f.operator,
-        "result_shape": None if f.result_shape is None else list(f.result_shape),
-        "state": f.state,
-        "hit": f.hit,
-        "error": f.error,
-        "expected": f.expected,
-        "rank": f.rank,
-        "op": f.op,
-        "advice": f.advice,
-        "note": f.note,
-    }
-    out.update({k: v for k, v in facts.items() if v is not None})
-    if f.chain:
-        out["chain"] = [_step_to_json(step) for step in f.chain]
-    if f.related:
-        out["related"] = [{"file": r.file, "line": r.line, "message": r.message} for r in f.related]
-    return out
-
-
-def _facts_to_json(facts: Facts) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "shape": None if facts.shape is None else list(facts.shape),
-        "dtype": facts.dtype,
-        "device": facts.device,
-    }
-    if facts.rank is not None:
-        out["rank"] = facts.rank
-    return out
-
-
-def _step_to_json(step: CauseStep) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "file": step.file,
-        "line": step.line,
-        "expression": step.expression,
-        "subject": step.subject,
-    }
-    if step.op is not None:
-        out["op"] = step.op
-    if step.before is not None:
-        out["before"] = _facts_to_json(step.before)
-    if step.after is not None:
-        out["after"] = _facts_to_json(step.after)
-    if step.ranks:
-        out["ranks"] = [_facts_to_json(facts) for facts in step.ranks]
-    return out
-
-
-def _facts_from_json(facts: dict[str, Any]) -> Facts:
-    rank = facts.get("rank")
-    return Facts(
-        shape=_shape(facts.get("shape")),
-        dtype=facts.get("dtype"),
-        device=facts.get("device"),
-        rank=None if rank is None else int(rank),
-    )
-
-
-def _step_from_json(step: dict[str, Any]) -> CauseStep:
-    before, after = step.get("before"), step.get("after")
-    return CauseStep(
-        file=str(step["file"]),
-        line=int(step["line"]),
-        expression=step.get("expression"),
-        subject=str(step["subject"]),
-        op=step.get("op"),
-        before=None if before is None else _facts_from_json(before),
-        after=None if after is None else _facts_from_json(after),
-        ranks=tuple(_facts_from_json(facts) for facts in step.get("ranks", ())),
-    )
-
-
-def _operand_from_json(o: dict[str, Any]) -> Operand:
-    module = o.get("module")
-    return Operand(
-        name=str(o["name"]),
-        shape=_shape(o.get("shape")),
-        dtype=o.get("dtype"),
-        device=o.get("device"),
-        requires_grad=o.get("requires_grad"),
-        file=o.get("file"),
-        line=None if o.get("line") is None else int(o["line"]),
-        born_as=o.get("born_as"),
-        passed_in=bool(o.get("passed_in", False)),
-        odd=bool(o.get("odd", False)),
-        rank=None if o.get("rank") is None else int(o["rank"]),
-        module=None
-        if module is None
-        else ModuleFacts(
-            cls=str(module["class"]),
-            expects=tuple((str(k), int(v)) for k, v in dict(module.get("expects", {})).items()),
-            file=module.get("file"),
-            line=None if module.get("line") is None else int(module["line"]),
-        ),
-    )
-
-
-def finding_from_json(f: dict[str, Any]) -> Finding:
-    """A finding of a ``/2`` trace, of the child's channel, or (migrated) of a ``/1`` trace."""
-    hit = f.get("hit")
-    rank = f.get("rank")
-    note = f.get("note", f.get("message"))  # /1 findings are sentences: kept as they were
-    return Finding(
-        kind=str(f["kind"]),
-        severity=f["severity"],
-        file=str(f["file"]),
-        line=int(f["line"]),
-        expression=f.get("expression"),
-        operands=tuple(_operand_from_json(o) for o in f.get("operands", ())),
-        operator=f.get("operator"),
-        result_shape=_shape(f.get("result_shape")),
-        state=f.get("state"),
-        hit=None if hit is None else int(hit),
-        error=f.get("error"),
-        expected=f.get("expected"),
-        rank=None if rank is None else int(rank),
-        op=f.get("op"),
-        advice=f.get("advice"),
-        chain=tuple(_step_from_json(step) for step in f.get("chain", ())),
-        note=note,
-        related=tuple(
-            RelatedLocation(file=r["file"], line=int(r["line"]), message=r["message"])
-            for r in f.get("related", ())
-        ),
-    )
-
-
 def _line_to_json(line: TracedLine) -> dict[str, Any]:
     out: dict[str, Any] = {
         "file": line.file,
@@ -275,6 +105,7 @@ def trace_to_json(trace: Trace) -> dict[str, Any]:
         "producer": {"name": "shapelens", "version": __version__},
         "argv": list(trace.argv),
         "python": trace.python,
+        **({} if trace.tracing is None else {"tracing": _tracing_to_json(trace.tracing)}),
         "duration_s": round(trace.duration_s, 6),
         "status": trace.status,
         "exit_code": trace.exit_code,
@@ -291,6 +122,19 @@ def trace_to_json(trace: Trace) -> dict[str, Any]:
         "modules": [module_to_json(m) for m in trace.modules],
         **({"cells": [_cell_to_json(c) for c in trace.cells]} if trace.cells else {}),
     }
+
+
+def _tracing_to_json(tracing: TracingCore) -> dict[str, Any]:
+    out: dict[str, Any] = {"core": tracing.core}
+    if tracing.gate_off is not None:
+        out["gate_off"] = tracing.gate_off
+    return out
+
+
+def _tracing_of(data: Any) -> TracingCore | None:
+    if data is None:
+        return None
+    return TracingCore(core=str(data["core"]), gate_off=data.get("gate_off"))
 
 
 def _cell_to_json(cell: CellSource) -> dict[str, Any]:
@@ -365,7 +209,7 @@ def module_from_json(data: dict[str, Any]) -> ModuleCall:
 
 def _slot_from_json(data: dict[str, Any]) -> TensorSlot:
     return TensorSlot(
-        shape=_shape(data.get("shape")),
+        shape=shape_of(data.get("shape")),
         dim_ranges=_ranges(data.get("dim_ranges")),
         dtype=data.get("dtype"),
         device=data.get("device"),
@@ -404,6 +248,7 @@ def trace_from_json(data: Any) -> Trace:
         return Trace(
             argv=tuple(data["argv"]),
             python=data["python"],
+            tracing=_tracing_of(data.get("tracing")),  # absent before it was recorded
             duration_s=float(data["duration_s"]),
             status=data["status"],
             exit_code=int(data["exit_code"]),
@@ -425,12 +270,12 @@ def trace_from_json(data: Any) -> Trace:
                         TracedVar(
                             name=v["name"],
                             type=v["type"],
-                            shape=_shape(v["shape"]),
+                            shape=shape_of(v["shape"]),
                             dtype=v["dtype"],
                             device=v["device"],
                             requires_grad=v["requires_grad"],
                             hits=int(v["hits"]),
-                            shapes=tuple(_shape(s) or () for s in v["shapes"]),
+                            shapes=tuple(shape_of(s) or () for s in v["shapes"]),
                             grad_fn=v.get("grad_fn"),
                             dim_ranges=_ranges(v.get("dim_ranges")),
                             number=None if "number" not in v else read_number(v["number"]),
@@ -440,7 +285,7 @@ def trace_from_json(data: Any) -> Trace:
                             ranks=tuple(
                                 RankValue(
                                     rank=int(r["rank"]),
-                                    shape=_shape(r["shape"]),
+                                    shape=shape_of(r["shape"]),
                                     dtype=r["dtype"],
                                     device=r["device"],
                                     requires_grad=r["requires_grad"],

@@ -44,6 +44,7 @@ def merge_traces(
     return Trace(
         argv=first.argv,
         python=first.python,
+        tracing=first.tracing,
         duration_s=max(t.duration_s for t in ranks.values()),
         status=_run_status(ranks, order, failed),
         exit_code=exit_code if exit_code is not None else max(t.exit_code for t in ranks.values()),

@@ -1,6 +1,6 @@
 """The messages of the child→parent channel: one JSON object per frame, ``"t"`` its kind.
 
-  hello     {python, pid}                      first message
+  hello     {python, pid, core, gate_off}      first message
   lines     {entries: [LineRecord, ...]}       absolute counts, idempotent
   vars      {entries: [VarRecord, ...]}        one per (file, line, name) that changed
   sampled   {entries: [SampledRecord, ...]}    every line whose events were switched off
@@ -95,6 +95,10 @@ class Hello(TypedDict):
     t: Literal["hello"]
     python: str
     pid: int
+    core: str
+    """The tracing core that runs: "gate", "settrace" or "monitoring"."""
+    gate_off: str | None
+    """Why settrace runs without its gate, where it does."""
 
 
 class Lines(TypedDict):
@@ -206,8 +210,8 @@ def read_numbers(values: Any) -> tuple[float, ...]:
     return tuple(float(v) if isinstance(v, str) else v for v in values)
 
 
-def hello(*, python: str, pid: int) -> Hello:
-    return {"t": HELLO, "python": python, "pid": pid}
+def hello(*, python: str, pid: int, core: str, gate_off: str | None) -> Hello:
+    return {"t": HELLO, "python": python, "pid": pid, "core": core, "gate_off": gate_off}
 
 
 def lines(entries: list[LineRecord]) -> Lines:

@@ -257,10 +257,22 @@ class CellSource:
     """Unix time at the end of that execution: the latest execution of a cell wins."""
 
 
+@dataclass(frozen=True)
+class TracingCore:
+    """Which tracing core recorded a run (``shapelens doctor`` says which a run would get)."""
+
+    core: str
+    """"gate" (sys.settrace through the C gate), "settrace" or "monitoring"."""
+    gate_off: str | None = None
+    """Why settrace ran without its gate, where it did."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Trace:
     argv: tuple[str, ...]
     python: str
+    tracing: TracingCore | None = None
+    """None in a trace from a notebook kernel or from before it was recorded."""
     duration_s: float
     status: RunStatus
     exit_code: int

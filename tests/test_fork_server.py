@@ -1,0 +1,79 @@
+"""SHAPELENS_FORK_SERVER: ``shapelens run`` forks its run from a running fork server (what a
+script or test suite that runs ShapeLens many times sets), with the terminal's stdin and
+Ctrl-C passed on; a server for another interpreter or another start-up is never used."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from shapelens.runner.warm import FORK_SERVER_VARIABLE
+
+from conftest import run_cli, warm_runner
+
+ASK = """
+import json
+import os
+import torch
+print("parent", os.getppid(), flush=True)
+name = input("name? ")
+x = torch.ones(len(name), 2)
+"""
+
+
+LOOP = """
+import time
+import torch
+print("started", flush=True)
+while True:
+    time.sleep(0.01)
+"""
+
+
+def _parent(stdout: str) -> int:
+    return int(next(line for line in stdout.splitlines() if line.startswith("parent")).split()[1])
+
+
+def test_a_run_forks_from_the_server_with_the_terminal_stdin(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    script(ASK)
+    with warm_runner(dict(os.environ)) as warm:
+        env = {FORK_SERVER_VARIABLE: warm.directory}
+        forked = run_cli("main.py", cwd=tmp_path, stdin="alice\n", env=env, cold=True)
+        assert forked.returncode == 0, forked.stderr
+        assert _parent(forked.stdout) == warm.server_pid
+        assert forked.trace is not None and forked.trace["status"] == "ok"
+        # the shape of what the forked run read from the piped stdin
+        assert forked.var(tmp_path / "main.py", 6, "x")["shape"] == [5, 2]
+        # another start-up variable: not the interpreter a cold start would give, so cold
+        other = run_cli(
+            "main.py", cwd=tmp_path, stdin="bob\n", env={**env, "PYTHONHASHSEED": "7"}, cold=True
+        )
+        assert other.returncode == 0, other.stderr
+        assert _parent(other.stdout) != warm.server_pid
+
+
+def test_ctrl_c_reaches_a_forked_run(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    script(LOOP)
+    with warm_runner(dict(os.environ)) as warm:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "shapelens", "run", "--json", "trace.json", "main.py"],
+            cwd=tmp_path,
+            env={**os.environ, FORK_SERVER_VARIABLE: warm.directory},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        assert process.stdout is not None
+        deadline = time.monotonic() + 60
+        while "started" not in process.stdout.readline():
+            assert time.monotonic() < deadline and process.poll() is None
+        os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+        process.communicate(timeout=60)
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    assert trace["exception"]["type"] == "KeyboardInterrupt"
