@@ -74,6 +74,35 @@ def test_a_method_on_an_int64_tensor_recorded_a_line_earlier(script, tmp_path: P
     assert [step["line"] for step in finding["chain"]] == [line_of(main, "labels =")]
 
 
+def test_a_dtype_the_meta_kernel_lets_pass_is_still_the_dtype(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """binary_cross_entropy's meta kernel takes an int64 target, its CPU kernel does not:
+    the call is tried again on new tensors of plain values, so the verdict is the target's
+    dtype, never "their values made it fail"."""
+    main = script(
+        """
+        import torch
+        import torch.nn.functional as F
+
+        def batch():
+            scores = torch.randn(16, 1)
+            labels = (torch.rand(16, 1) > 0.5).long()
+            return scores, labels
+
+        scores, labels = batch()
+        loss = F.binary_cross_entropy(torch.sigmoid(scores), labels)
+        """
+    )
+    run = run_cli("--quiet", "main.py", cwd=tmp_path)
+    finding = _only(run, "dtype_mismatch")
+    assert finding["line"] == line_of(main, "loss =")
+    assert finding["op"] == "F.binary_cross_entropy"
+    labels = _operand(finding, "labels")
+    assert labels["odd"] and labels["dtype"] == "int64"
+    assert labels["line"] == line_of(main, "labels = (")
+    assert finding["expected"] == "float32"
+    assert "their values" not in finding["message"]
+
+
 def test_what_was_passed_not_the_names_on_the_line(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     main = script(
         """

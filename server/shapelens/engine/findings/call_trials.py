@@ -6,12 +6,21 @@ of the program and answers what torch's message only words: it runs on meta (the
 metadata is fine: their devices or their values failed), it runs once one operand has
 another dtype (that operand's dtype failed), or it fails whatever the dtypes (the shapes
 do). No message is read.
+
+Meta kernels are not always as strict as the real ones (torch 2.4's
+``binary_cross_entropy_with_logits`` takes an int64 target on meta, its CPU kernel does not).
+So a call that runs on meta is tried once more on new CPU tensors of the same shapes and
+dtypes filled with zeros, then with ones (an index needs 0 in range, a probability needs
+a non-zero sum), where they are small (never the program's own data, never a module's
+parameters): only if it runs on one of them did the values fail; if not, the dtype trials
+are made on such tensors.
 """
 
 from __future__ import annotations
 
 import contextlib
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +28,10 @@ from shapelens.engine import torch_compat, values
 
 _MAX_TENSORS = 6
 """Operands tried one at a time with another dtype (the first ones)."""
+_MAX_PLAIN = 1 << 16
+"""Elements, over all operands, up to which a call is tried on CPU tensors of plain values."""
+Maker = Callable[[Any, Any, Any], Any]
+"""(torch, tensor, dtype) → a copy of the tensor's shape, of that dtype, to try the call on."""
 
 
 @dataclass(frozen=True)
@@ -54,13 +67,35 @@ def judge(torch: Any, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) 
         return Verdict("dtype_mismatch")  # meta kernels often let this pass: no trial tells
     # 0-dim CPU tensors mix with any device: only tensors with dims count.
     other_devices = "device_mismatch" if len(devices) > 1 else None
-    if _runs(torch, func, args, kwargs, tensors, None, None):  # all on one device: meta
-        return Verdict(other_devices or "op_error", on_values=other_devices is None)
+    makers: tuple[Maker, ...] = (_meta,)
+    if _runs(torch, func, args, kwargs, tensors, None, None, _meta):  # all on one device: meta
+        if other_devices is not None:
+            return Verdict(other_devices)
+        makers = (_zeros, _ones)
+        if not _plain_values_fit(torch, func, tensors) or any(
+            _runs(torch, func, args, kwargs, tensors, None, None, make) for make in makers
+        ):
+            return Verdict("op_error", on_values=True)
+        # meta let it pass: the real kernel is stricter, so the trials are made for real
     for index, tensor in enumerate(tensors[:_MAX_TENSORS]):
         for dtype in _other_dtypes(torch, tensor, tensors):
-            if _runs(torch, func, args, kwargs, tensors, index, dtype):
+            if any(
+                _runs(torch, func, args, kwargs, tensors, index, dtype, make) for make in makers
+            ):
                 return Verdict("dtype_mismatch", odd=index, expected=values.dtype_name(dtype))
     return Verdict(other_devices or ("shape_mismatch" if tensors else "op_error"))
+
+
+def _plain_values_fit(torch: Any, func: Any, tensors: list[Any]) -> bool:
+    """Whether the call may be tried on new tensors of plain values: small CPU tensors, no fake
+    tensors (their mode would make the zeros fake), and no module (its parameters are the
+    program's own)."""
+    return (
+        not isinstance(func, torch.nn.Module)
+        and not torch_compat.dispatch_mode_active(torch)
+        and all(t.device.type == "cpu" for t in tensors)
+        and sum(t.numel() for t in tensors) <= _MAX_PLAIN
+    )
 
 
 def _other_dtypes(torch: Any, tensor: Any, tensors: list[Any]) -> list[Any]:
@@ -88,11 +123,13 @@ def _runs(
     tensors: list[Any],
     changed: int | None,
     dtype: Any,
+    make: Maker,
 ) -> bool:
-    """Whether the call runs on meta copies of its tensors (operand ``changed`` as ``dtype``)."""
+    """Whether the call runs on copies of its tensors made by ``make`` (meta, zeros, ones),
+    operand ``changed`` as ``dtype``."""
     try:
         copies = {
-            id(t): _meta(torch, t, dtype if i == changed else t.dtype)
+            id(t): make(torch, t, dtype if i == changed else t.dtype)
             for i, t in enumerate(tensors)
         }
         meta_args, meta_kwargs = torch_compat.tree_map(
@@ -104,6 +141,21 @@ def _runs(
     except Exception:
         return False
     return True
+
+
+def _zeros(torch: Any, tensor: Any, dtype: Any) -> Any:
+    """New zeros on the CPU, shaped like ``tensor``, of ``dtype`` (none of its data)."""
+    return _grad_like(tensor, torch.zeros(tuple(tensor.shape), dtype=dtype))
+
+
+def _ones(torch: Any, tensor: Any, dtype: Any) -> Any:
+    return _grad_like(tensor, torch.ones(tuple(tensor.shape), dtype=dtype))
+
+
+def _grad_like(tensor: Any, copy: Any) -> Any:
+    if tensor.requires_grad and copy.dtype.is_floating_point:
+        copy.requires_grad_(True)
+    return copy
 
 
 def _meta(torch: Any, tensor: Any, dtype: Any) -> Any:
