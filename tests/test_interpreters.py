@@ -9,8 +9,9 @@ import os
 from pathlib import Path
 
 import pytest
+from lsprotocol import types
 
-from conftest import REPO, run_cli
+from conftest import REPO, LspSession, run_cli
 
 PYENV = Path(os.path.expanduser("~/.pyenv/versions"))
 PYTHON_310 = PYENV / "3.10.13" / "bin" / "python"
@@ -36,6 +37,23 @@ def test_a_310_child_traces_lines(tmp_path: Path) -> None:
     assert run.trace is not None and run.trace["python"].startswith("3.10.")
     assert run.var(tmp_path / "main.py", 7, "result")["name"] == "result"
     assert run.line(tmp_path / "main.py", 4)["hits"] == 3  # type: ignore[index]
+
+
+@pytest.mark.skipif(not PYTHON_310.exists(), reason="needs pyenv's 3.10.13")
+async def test_the_editor_runs_a_310_project_from_a_311_server(lsp: LspSession) -> None:
+    """A project whose interpreter is 3.10: the server runs on 3.11+ (the extension's
+    shapelens.serverInterpreter), the runs in the project's 3.10 (shapelens.interpreter)."""
+    path, _ = lsp.write("main.py", "import sys\nminor = sys.version_info.minor\n" + PROGRAM)
+    uri = lsp.open(path)
+    lsp.client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"shapelens": {"interpreter": str(PYTHON_310)}})
+    )
+    for _ in range(2):  # cold, then (once its fork server is up) maybe forked: both on 3.10
+        result = await lsp.run(uri)
+        assert result["status"] == "ok", result
+        hints = await lsp.hints(uri)
+        assert hints[1] == "minor=10", hints  # 0-based lines
+        assert hints[8] == "result=6", hints
 
 
 @pytest.mark.skipif(not PYTHON_39.exists(), reason="needs pyenv's 3.9.18")

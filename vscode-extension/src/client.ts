@@ -10,7 +10,7 @@ import {
 import { DecorationController } from "./decorations";
 import { TraceUpdate } from "./hints";
 import { CELL_SCHEME, DOCUMENT_SELECTOR, KERNEL_TRACE_GLOB } from "./notebook";
-import { Settings, serverSettings } from "./settings";
+import { serverCommand, Settings, serverSettings } from "./settings";
 
 export const TRACE_UPDATED = "shapelens/traceUpdated";
 export const DEBUG_LISTENING = "shapelens/debugListening";
@@ -49,7 +49,8 @@ export class ShapeLensClient implements vscode.Disposable {
 
   async start(): Promise<void> {
     const { settings, interpreter } = this.config();
-    const serverOptions: ServerOptions = { command: interpreter, args: [this.launcher] };
+    // The server needs 3.11+; the user's code runs in `interpreter` (which may be 3.10).
+    const serverOptions: ServerOptions = { command: serverCommand(settings, interpreter), args: [this.launcher] };
     // The server polls the folders where notebook kernels write their traces; a change VS Code
     // sees (under a workspace folder) is also sent at once, so the cells update without the wait.
     this.kernelTraces?.dispose();

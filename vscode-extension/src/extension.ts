@@ -7,7 +7,7 @@ import { DecorationController } from "./decorations";
 import { ModuleView } from "./moduleView";
 import { registerNotebookCommands } from "./notebookKernel";
 import { resolveInterpreter } from "./python";
-import { readSettings, Settings } from "./settings";
+import { readSettings, serverCommand, Settings } from "./settings";
 import { RunStatusBar } from "./statusBar";
 
 let client: ShapeLensClient | undefined;
@@ -56,11 +56,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       if (!event.affectsConfiguration("shapelens")) {
         return;
       }
-      const previous = interpreter.path;
+      const previous = serverCommand(settings, interpreter.path) + "\0" + interpreter.path;
       settings = load();
       interpreter = await resolveInterpreter(settings.interpreter, vscode.window.activeTextEditor?.document.uri);
       decorations.configure(settings.displayMode === "decorations", settings.maxHintLength);
-      if (interpreter.path !== previous) {
+      if (serverCommand(settings, interpreter.path) + "\0" + interpreter.path !== previous) {
         output.info(`interpreter changed to ${interpreter.path}: restarting the server`);
         await client?.restart();
       } else {
@@ -72,9 +72,12 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     await client.start();
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
-    output.error(`cannot start the language server with ${interpreter.path}: ${message}`);
+    const server = serverCommand(settings, interpreter.path);
+    output.error(`cannot start the language server with ${server}: ${message}`);
     void vscode.window.showErrorMessage(
-      `ShapeLens could not start with ${interpreter.path}. Set "shapelens.interpreter" to a Python 3.11+.`,
+      `ShapeLens could not start its server with ${server}: it needs Python 3.11+. ` +
+        `Set "shapelens.serverInterpreter" to a Python 3.11+ (your code keeps running in ${interpreter.path}; ` +
+        `it may be 3.10), or "shapelens.interpreter" to a 3.11+.`,
     );
   }
 }

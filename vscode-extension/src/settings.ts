@@ -12,6 +12,7 @@ export interface Settings {
   coverage: boolean;
   scalarsOnGpu: boolean;
   interpreter: string;
+  serverInterpreter: string; // a 3.11+ for the server when `interpreter` is 3.10 ("": the same)
   extraArgs: string[];
   extraEnv: Record<string, string>;
   timeout: number | null;
@@ -27,6 +28,7 @@ export const DEFAULTS: Settings = {
   coverage: false,
   scalarsOnGpu: false,
   interpreter: "",
+  serverInterpreter: "",
   extraArgs: [],
   extraEnv: {},
   timeout: null,
@@ -58,6 +60,7 @@ export function readSettings(get: Getter): { settings: Settings; problems: strin
     coverage: pick("coverage", DEFAULTS.coverage, isBool),
     scalarsOnGpu: pick("scalarsOnGpu", DEFAULTS.scalarsOnGpu, isBool),
     interpreter: pick("interpreter", DEFAULTS.interpreter, (v): v is string => typeof v === "string"),
+    serverInterpreter: pick("serverInterpreter", DEFAULTS.serverInterpreter, (v): v is string => typeof v === "string"),
     extraArgs: pick("extraArgs", DEFAULTS.extraArgs, (v): v is string[] => Array.isArray(v) && v.every((a) => typeof a === "string")),
     extraEnv: pick("extraEnv", DEFAULTS.extraEnv, (v): v is Record<string, string> =>
       typeof v === "object" && v !== null && !Array.isArray(v) && Object.values(v).every((a) => typeof a === "string")),
@@ -98,4 +101,10 @@ export function serverSettings(settings: Settings, interpreter: string): { shape
       traceDir: settings.traceDir.trim() || null,
     },
   };
+}
+
+/** The interpreter that runs the language server: `shapelens.serverInterpreter`, else the one
+ * that runs the user's code. */
+export function serverCommand(settings: Settings, interpreter: string): string {
+  return settings.serverInterpreter.trim() || interpreter;
 }

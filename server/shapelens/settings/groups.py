@@ -292,3 +292,10 @@ class ExtensionSettings:
     extra_args: tuple[str, ...] = setting(
         (), key="extraArgs", help="Arguments passed to the script (sys.argv[1:])."
     )
+    server_interpreter: str = setting(
+        "",
+        key="serverInterpreter",
+        help="Python 3.11+ that runs ShapeLens's language server. Empty: the interpreter "
+        "that runs your code (shapelens.interpreter). Set it when that one is Python 3.10: "
+        "your code keeps running there.",
+    )

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { chooseInterpreter } from "../../src/interpreter";
-import { DEFAULTS, readSettings, serverSettings } from "../../src/settings";
+import { DEFAULTS, readSettings, serverCommand, serverSettings } from "../../src/settings";
 
 describe("readSettings", () => {
   it("gives the defaults when nothing is set", () => {
@@ -68,5 +68,16 @@ describe("chooseInterpreter", () => {
     });
     expect(chooseInterpreter("", "/venv/bin/python")).toEqual({ path: "/venv/bin/python", source: "python extension" });
     expect(chooseInterpreter("", undefined)).toEqual({ path: "python3", source: "default" });
+  });
+});
+
+describe("serverCommand", () => {
+  it("runs the server in shapelens.serverInterpreter when set, the user's code staying in its own", () => {
+    const own = readSettings(() => undefined).settings;
+    expect(serverCommand(own, "/venv310/bin/python")).toBe("/venv310/bin/python");
+    const split = readSettings((key) => ({ serverInterpreter: " /usr/bin/python3.11 " })[key]).settings;
+    expect(serverCommand(split, "/venv310/bin/python")).toBe("/usr/bin/python3.11");
+    // the runs still go to the user's interpreter
+    expect(serverSettings(split, "/venv310/bin/python").shapelens.interpreter).toBe("/venv310/bin/python");
   });
 });
