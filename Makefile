@@ -14,7 +14,7 @@ OTHER_PYTHON_VERSIONS := 3.12.1 3.13.0
 EXTRA_PYTHONS ?= $(foreach v,$(OTHER_PYTHON_VERSIONS),$(PYENV_ROOT)/versions/$(v)/bin/python)
 TORCH_PIN := torch==2.13.0
 
-.PHONY: install run test test-installs lint typecheck pytest other-venvs-torch other-venvs pytest-other-pythons pytest-monitoring pytest-backend-subset bench clean extension extension-unit bundle-python vsix e2e-tools e2e e2e-run test-compat compat-venvs
+.PHONY: install run test test-installs lint typecheck pytest other-venvs-torch other-venvs pytest-other-pythons pytest-monitoring pytest-backend-subset bench clean extension extension-unit bundle-python vsix e2e-tools e2e e2e-run test-compat compat-venvs test-torch-versions
 
 install: $(VENV)/.installed
 
@@ -119,6 +119,10 @@ test-compat: install compat-venvs
 
 compat-venvs:
 	PY=$(PY) PYENV_ROOT=$(PYENV_ROOT) scripts/test_compat.sh --install
+
+# The torch releases between those (2.6, 2.8, 2.10, 2.12), the same tests, once each.
+test-torch-versions: install
+	PY=$(PY) PYENV_ROOT=$(PYENV_ROOT) scripts/test_compat.sh --between
 
 # Every script adds its table to bench/results/latest.md; docs/speed.md shows the report.
 bench: install
