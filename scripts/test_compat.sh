@@ -52,12 +52,19 @@ venv_for() {  # name version pins: the venv's python, made when missing
 if [ -n "${COMPAT_ONLY:-}" ]; then  # one set by name: COMPAT_ONLY=py311-torch26
   for set in "${SETS[@]}"; do [[ $set == "$COMPAT_ONLY|"* ]] && SETS=("$set") && break; done
 fi
+installs=()  # side by side: mostly downloads and unpacking
+for set in "${SETS[@]}"; do
+  IFS="|" read -r name version pins _ <<<"$set"
+  venv_for "$name" "$version" "$pins" >/dev/null &
+  installs+=($!)
+done
+for install in "${installs[@]}"; do wait "$install"; done
+if [[ " $* " == *" --install "* ]]; then exit 0; fi
 pythons=()
 for set in "${SETS[@]}"; do
   IFS="|" read -r name version pins _ <<<"$set"
   pythons+=("$(venv_for "$name" "$version" "$pins")")
 done
-if [[ " $* " == *" --install "* ]]; then exit 0; fi
 
 started=$SECONDS
 for index in "${!SETS[@]}"; do
