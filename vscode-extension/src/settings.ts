@@ -11,6 +11,8 @@ export interface Settings {
   dimNames: DimNames;
   coverage: boolean;
   scalarsOnGpu: boolean;
+  gpuMemory: string; // a shape-only run's GPU memory ("24GiB"; "": none)
+  gpu: string; // or its GPU by name ("a100-80gb")
   interpreter: string;
   serverInterpreter: string; // a 3.11+ for the server when `interpreter` is 3.10 ("": the same)
   extraArgs: string[];
@@ -27,6 +29,8 @@ export const DEFAULTS: Settings = {
   dimNames: "off",
   coverage: false,
   scalarsOnGpu: false,
+  gpuMemory: "",
+  gpu: "",
   interpreter: "",
   serverInterpreter: "",
   extraArgs: [],
@@ -59,6 +63,8 @@ export function readSettings(get: Getter): { settings: Settings; problems: strin
     dimNames: pick("dimNames", DEFAULTS.dimNames, (v): v is DimNames => v === "off" || v === "names" || v === "both"),
     coverage: pick("coverage", DEFAULTS.coverage, isBool),
     scalarsOnGpu: pick("scalarsOnGpu", DEFAULTS.scalarsOnGpu, isBool),
+    gpuMemory: pick("gpuMemory", DEFAULTS.gpuMemory, (v): v is string => typeof v === "string"),
+    gpu: pick("gpu", DEFAULTS.gpu, (v): v is string => typeof v === "string"),
     interpreter: pick("interpreter", DEFAULTS.interpreter, (v): v is string => typeof v === "string"),
     serverInterpreter: pick("serverInterpreter", DEFAULTS.serverInterpreter, (v): v is string => typeof v === "string"),
     extraArgs: pick("extraArgs", DEFAULTS.extraArgs, (v): v is string[] => Array.isArray(v) && v.every((a) => typeof a === "string")),
@@ -98,6 +104,8 @@ export function serverSettings(settings: Settings, interpreter: string): { shape
       dimNames: settings.dimNames,
       coverage: settings.coverage,
       scalarsOnGpu: settings.scalarsOnGpu,
+      gpuMemory: settings.gpuMemory.trim() || null,
+      gpu: settings.gpu.trim() || null,
       traceDir: settings.traceDir.trim() || null,
     },
   };

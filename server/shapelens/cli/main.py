@@ -21,6 +21,7 @@ from shapelens.runner.contract import RunRequest
 from shapelens.runner.launcher import RunResult, UsageError, run_traced
 from shapelens.runner.warm import FORK_SERVER_VARIABLE, WarmRunner
 from shapelens.settings.cli import add_flags, read_flags
+from shapelens.settings.gpu_budget import BudgetError, budget_bytes
 from shapelens.settings.groups import (
     DistributedOptions,
     FindingsConfig,
@@ -184,6 +185,10 @@ def _request(parser: argparse.ArgumentParser, options: argparse.Namespace) -> Ru
             return None
     run = read_flags(RunSettings, options)
     tracing = read_flags(TracingOptions, options)
+    try:
+        gpu_memory = budget_bytes(run.gpu_memory, run.gpu)
+    except BudgetError as err:
+        parser.error(str(err))
     return RunRequest(
         target=target,
         args=args,
@@ -192,6 +197,7 @@ def _request(parser: argparse.ArgumentParser, options: argparse.Namespace) -> Ru
         timeout_s=run.timeout_s,
         keep_compile=run.keep_compile,
         scalars_on_gpu=run.scalars_on_gpu,
+        gpu_memory_bytes=gpu_memory,
         findings=read_flags(FindingsConfig, options),
         # The tracing options are named as the request's fields are.
         **{f.name: getattr(tracing, f.name) for f in dataclasses.fields(tracing)},

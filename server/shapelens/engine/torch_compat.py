@@ -231,3 +231,33 @@ FAKE_MATMUL_ERROR = re.compile(
 )
 """A matrix product's shape error as a fake (meta) kernel words it, every 2.x; the real
 device says "mat1 and mat2 shapes cannot be multiplied"."""
+
+
+# -- memory and FLOPs (engine/memory) --------------------------------------------------------
+def dispatch_mode_class() -> type:
+    """The base class of a torch dispatch mode (``torch.utils._python_dispatch``, 2.0 to
+    2.14)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    return TorchDispatchMode
+
+
+def storage_key(storage: Any) -> int:
+    """A storage's identity while it lives: its C++ object's address (``_cdata``, every 2.x;
+    torch's ``MemTracker`` keys storages the same way)."""
+    return int(storage._cdata)
+
+
+def flop_formulas() -> dict[Any, Callable[..., int]]:
+    """aten op (``OpOverloadPacket``) → its FLOPs formula, called as ``FlopCounterMode``
+    does: ``formula(*args, **kwargs, out_val=out)`` (``torch.utils.flop_counter``'s
+    ``flop_registry``, 2.2 to 2.14)."""
+    from torch.utils.flop_counter import flop_registry
+
+    formulas: dict[Any, Callable[..., int]] = flop_registry
+    return formulas
+
+
+def op_packet(func: Any) -> Any:
+    """The ``OpOverloadPacket`` of an op overload (``aten.mm`` of ``aten.mm.default``)."""
+    return func._overloadpacket

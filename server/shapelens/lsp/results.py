@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from shapelens.lsp.line_mapping import map_lines
 from shapelens.present.labels import FileHints, run_usual
 from shapelens.trace import ExceptionInfo, Finding, Trace, TracedLine
-from shapelens.trace.model import ModuleCall, ShapeOnlyRun
+from shapelens.trace.model import LineCost, ModuleCall, ShapeOnlyRun
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,6 +31,8 @@ class FileResults:
     """The run was on fake tensors (``--fake``)."""
     status: str = "ok"
     """How the run ended (``exception`` is where, for this file)."""
+    costs: dict[int, LineCost] = field(default_factory=dict)
+    """A shape-only run's memory and FLOPs of each 1-based line that ran ops."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,6 +79,9 @@ class ResultStore:
         findings_of: dict[str, list[Finding]] = {}
         for finding in trace.findings:
             findings_of.setdefault(finding.file, []).append(finding)
+        costs_of: dict[str, dict[int, LineCost]] = {}
+        for cost in trace.memory.lines if trace.memory is not None else ():
+            costs_of.setdefault(cost.file, {})[cost.line] = cost
         for path in files:
             lines = by_file.get(path, {})
             self._files[path] = FileResults(
@@ -88,6 +93,7 @@ class ResultStore:
                 hints=FileHints(lines, sources.get(path, ()), usual),
                 shape_only=trace.shape_only,
                 status=trace.status,
+                costs=costs_of.get(path, {}),
                 findings=tuple(findings_of.get(path, ())),
                 exception=trace.exception
                 if trace.exception is not None and trace.exception.file == path

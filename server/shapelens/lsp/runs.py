@@ -30,6 +30,7 @@ from shapelens.runner.launcher import (
     run_traced,
 )
 from shapelens.runner.warm import WarmRunner
+from shapelens.settings.gpu_budget import BudgetError, budget_bytes
 from shapelens.trace import Trace
 
 MAX_FORWARDED_OUTPUT = 1 << 20  # a 1 GB print must not flood the editor
@@ -190,7 +191,10 @@ class RunManager:
     async def _run(self, params: RunParams, active: _ActiveRun) -> dict[str, Any]:
         server = self.host
         name = f"-m {params.module}" if params.module else os.path.basename(params.path)
-        request = _run_request(server, params)
+        try:
+            request = _run_request(server, params)
+        except BudgetError as err:
+            return self._fail(f"shapelens.gpuMemory / shapelens.gpu: {err}")
         try:
             with open(params.path, encoding="utf-8", errors="replace") as source:
                 script_source = tuple(source.read().splitlines(keepends=True))
@@ -406,6 +410,7 @@ def _run_request(host: RunHost, params: RunParams) -> RunRequest:
         keep_compile=settings.run.keep_compile,
         scalars_on_gpu=settings.run.scalars_on_gpu,
         fake=params.fake,
+        gpu_memory_bytes=budget_bytes(settings.run.gpu_memory, settings.run.gpu),
         findings=settings.findings,
     )
 

@@ -3,6 +3,7 @@ diagnostics, hover, traceUpdated). Findings travel as data; nothing parses these
 
 from __future__ import annotations
 
+from shapelens.present.memory import out_of_memory_sentence
 from shapelens.present.shapes import metadata_text, shape_text
 from shapelens.trace.model import CauseStep, ExceptionInfo, Finding, Operand, RelatedLocation
 
@@ -63,6 +64,8 @@ def _sentence(finding: Finding) -> str:
         return _library_warning(finding)
     if finding.kind == "degenerate_op":
         return _degenerate(finding)
+    if finding.kind == "out_of_memory" and finding.memory is not None:
+        return out_of_memory_sentence(finding.memory)
     return _generic(finding)
 
 

@@ -16,6 +16,7 @@ from shapelens.present.findings import (
     run_ending,
 )
 from shapelens.present.labels import DEFAULT_STYLE, FileHints, HintStyle, RunUsual, run_usual
+from shapelens.present.memory import memory_summary
 from shapelens.trace import Finding, Trace, TracedLine
 
 _GAP = 3  # unexecuted runs longer than this are folded into one "⋮" line
@@ -108,6 +109,8 @@ def _listing(
     out: list[str] = []
     for file in _ordered_files(trace):
         out.extend(_render_file(trace, file, colors, where, usual, style))
+    if trace.memory is not None:
+        out.extend(colors.dim(line) for line in memory_summary(trace.memory, where.cwd))
     out.append(_summary(trace, colors))
     return out
 

@@ -30,6 +30,9 @@ from shapelens.engine.backends import (
     build_backend,
     choose_backend,
 )
+from shapelens.engine.findings.out_of_memory import out_of_memory_finding
+from shapelens.engine.memory.ledger import MemoryLedger
+from shapelens.engine.memory.watch import MemoryWatch
 from shapelens.engine.module_tree import ModuleTree
 from shapelens.engine.run_records import RunRecords
 from shapelens.engine.scope import ScopeConfig, UserCodeScope
@@ -85,6 +88,9 @@ class ChildRun:
         )
         self.modules = ModuleTree(scope, self.sources)
         self.shape_only = ShapeOnly()
+        self.memory = MemoryLedger(budget_bytes=config.gpu_memory_bytes)
+        self._memory_watch: MemoryWatch | None = None
+        self._out_of_memory_sent = False
         self._flush_lock = threading.Lock()
         self._ended = False
 
@@ -96,6 +102,21 @@ class ChildRun:
             tree = self.modules.drain()
             if tree is not None:
                 self.writer.send(tree)
+            self._flush_memory(last)
+
+    def _flush_memory(self, last: bool) -> None:
+        memory = self.memory
+        event = memory.out_of_memory
+        # At the end: a step or backward under way when it ran out settles its breakdown.
+        if event is not None and last and not self._out_of_memory_sent:
+            self._out_of_memory_sent = True
+            file, line = event.where
+            finding = out_of_memory_finding(event, self.sources.get(file).text(line).strip())
+            self.writer.send(messages.findings([finding.to_message()]))
+        if not memory.changed:
+            return
+        memory.changed = False
+        self.writer.send(messages.memory(memory.report()))
 
     def finish(
         self, status: str, exit_code: int, exception: messages.ExceptionRecord | None
@@ -111,6 +132,8 @@ class ChildRun:
             )
         )
         # Last: the flush above still names devices as the shape-only run showed them.
+        if self._memory_watch is not None:
+            self._memory_watch.stop()
         self.shape_only.remove()
 
     def _flusher(self) -> None:
@@ -318,6 +341,8 @@ class ChildRun:
     def _on_shape_only(self, simulated_cuda: bool) -> None:
         self.events.op_watch.base_depth = 1  # its mode stays on torch's function stack
         self.writer.send(messages.shape_only(simulated_cuda=simulated_cuda))
+        self._memory_watch = MemoryWatch(self.memory, self.scope)
+        self._memory_watch.start(sys.modules["torch"])
 
     def _describe(self, exc: BaseException) -> messages.ExceptionRecord:
         file, line = self.scope.raised_at(exc)

@@ -60,6 +60,8 @@ class RunRequest:
     """Read 0-dim GPU tensors (a loss) for their course; each read synchronises the device."""
     fake: bool = False
     """A shape-only run: the program on fake tensors (no data; CUDA simulated without a GPU)."""
+    gpu_memory_bytes: int | None = None
+    """A shape-only run's GPU memory: an ``out_of_memory`` finding where it runs out."""
 
 
 class ChildConfigError(ValueError):
@@ -101,6 +103,8 @@ class ChildConfig:
     """Read 0-dim GPU tensors for their course (synchronises the device)."""
     fake: bool = False
     """Run on fake tensors (:mod:`shapelens.engine.shape_only`)."""
+    gpu_memory_bytes: int | None = None
+    """The simulated GPU's memory (:mod:`shapelens.engine.memory`)."""
     fast_exit: bool = False
     """Forked from the warm runner: once the results are sent, skip interpreter teardown
     (as multiprocessing's children do), which would cost ~0.4 s with torch loaded."""
@@ -134,6 +138,7 @@ class ChildConfig:
             keep_compile=request.keep_compile,
             scalars_on_gpu=request.scalars_on_gpu,
             fake=request.fake,
+            gpu_memory_bytes=request.gpu_memory_bytes,
         )
 
     def with_fds(self, *, channel: int, control: int, crash: int) -> ChildConfig:

@@ -108,6 +108,28 @@ class RunSettings:
         help="keep torch.compile: compiled functions run compiled and their lines get no "
         "hints (default: they run eagerly, with hints)",
     )
+    gpu_memory: str | None = setting(
+        None,
+        flag="--gpu-memory",
+        metavar="SIZE",
+        key="gpuMemory",
+        help="the simulated GPU's memory in a shape-only run (24GiB, 80GB): an out_of_memory "
+        "finding where it runs out",
+        description="A shape-only run's GPU memory (24GiB, 80GB): an out_of_memory finding "
+        "marks the line where the simulated GPU would run out. Empty: no budget.",
+        manifest={"type": "string", "default": ""},
+    )
+    gpu: str | None = setting(
+        None,
+        flag="--gpu",
+        metavar="NAME",
+        key="gpu",
+        help="a shape-only run's GPU by name, for its memory (a100-80gb, h100-80gb, "
+        "rtx-4090, ...: docs/cli.md lists them)",
+        description="A shape-only run's GPU by name (a100-80gb, h100-80gb, rtx-4090, ...), "
+        "for its memory budget when shapelens.gpuMemory is empty.",
+        manifest={"type": "string", "default": ""},
+    )
     scalars_on_gpu: bool = setting(
         False,
         flag="--scalars-on-gpu",

@@ -18,6 +18,7 @@ from shapelens.trace import (
 )
 from shapelens.trace.codec import (
     compile_mode_of,
+    memory_from_json,
     module_from_json,
     read_number,
     shape_only_of,
@@ -48,6 +49,7 @@ class TraceBuilder:
         self.on_debug = on_debug
         self.python = ""
         self.tracing: TracingCore | None = None
+        self._memory: dict[str, Any] | None = None
         self.error: str | None = None
         self.stopped = False
         self.end: dict[str, Any] | None = None
@@ -124,6 +126,8 @@ class TraceBuilder:
             self._compile_mode = compile_mode_of(message.get("mode"))
         elif kind == messages.SHAPE_ONLY:
             self._shape_only = shape_only_of(message)
+        elif kind == messages.MEMORY:
+            self._memory = message["report"]
 
     def _status(
         self, returncode: int | None, outcome: str | None
@@ -184,6 +188,7 @@ class TraceBuilder:
             lines=lines,
             findings=tuple(_finding(f) for f in self._findings),
             modules=tuple(module_from_json(m) for m in self._modules),
+            memory=memory_from_json(self._memory),
         )
 
 

@@ -17,7 +17,10 @@ from shapelens.trace.messages import json_number, read_numbers
 from shapelens.trace.model import (
     CellSource,
     CompileMode,
+    DevicePeak,
     ExceptionInfo,
+    LineCost,
+    MemoryReport,
     ModuleCall,
     RankValue,
     ShapeOnlyRun,
@@ -121,7 +124,74 @@ def trace_to_json(trace: Trace) -> dict[str, Any]:
         "findings": [finding_to_json(f) for f in trace.findings],
         "modules": [module_to_json(m) for m in trace.modules],
         **({"cells": [_cell_to_json(c) for c in trace.cells]} if trace.cells else {}),
+        **({"memory": _memory_to_json(trace.memory)} if trace.memory is not None else {}),
     }
+
+
+def _memory_to_json(memory: MemoryReport) -> dict[str, Any]:
+    return {
+        "flops": memory.flops,
+        "budget_bytes": memory.budget_bytes,
+        "devices": [
+            {
+                "device": d.device,
+                "peak_bytes": d.peak_bytes,
+                "file": d.file,
+                "line": d.line,
+                "breakdown": dict(d.breakdown),
+                "live_end": d.live_end,
+            }
+            for d in memory.devices
+        ],
+        "lines": [
+            {
+                "file": c.file,
+                "line": c.line,
+                "device": c.device,
+                "born_bytes": c.born_bytes,
+                "live_after": c.live_after,
+                "peak_bytes": c.peak_bytes,
+                "flops": c.flops,
+                "flops_total": c.flops_total,
+            }
+            for c in memory.lines
+        ],
+    }
+
+
+def memory_from_json(data: Any) -> MemoryReport | None:
+    """The trace format's ``memory`` (also as the child sends it)."""
+    if data is None:
+        return None
+    budget = data.get("budget_bytes")
+    return MemoryReport(
+        flops=int(data["flops"]),
+        budget_bytes=None if budget is None else int(budget),
+        devices=tuple(
+            DevicePeak(
+                device=str(d["device"]),
+                peak_bytes=int(d["peak_bytes"]),
+                file=d.get("file"),
+                line=None if d.get("line") is None else int(d["line"]),
+                breakdown=tuple((str(k), int(v)) for k, v in dict(d["breakdown"]).items()),
+                live_end=int(d.get("live_end", 0)),
+            )
+            for d in data["devices"]
+        ),
+        lines=tuple(
+            LineCost(
+                file=str(c["file"]),
+                line=int(c["line"]),
+                device=str(c["device"]),
+                born_bytes=int(c["born_bytes"]),
+                live_after=int(c["live_after"]),
+                peak_bytes=int(c["peak_bytes"]),
+                flops=int(c["flops"]),
+                flops_total=int(c["flops_total"]),
+            )
+            for c in data["lines"]
+        ),
+    )
 
 
 def _tracing_to_json(tracing: TracingCore) -> dict[str, Any]:
@@ -249,6 +319,7 @@ def trace_from_json(data: Any) -> Trace:
             argv=tuple(data["argv"]),
             python=data["python"],
             tracing=_tracing_of(data.get("tracing")),  # absent before it was recorded
+            memory=memory_from_json(data.get("memory")),
             duration_s=float(data["duration_s"]),
             status=data["status"],
             exit_code=int(data["exit_code"]),

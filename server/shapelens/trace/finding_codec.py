@@ -9,6 +9,7 @@ from shapelens.trace.model import (
     CauseStep,
     Facts,
     Finding,
+    MemoryFacts,
     ModuleFacts,
     Operand,
     RelatedLocation,
@@ -70,7 +71,25 @@ def finding_to_json(f: Finding) -> dict[str, Any]:
         out["chain"] = [_step_to_json(step) for step in f.chain]
     if f.related:
         out["related"] = [{"file": r.file, "line": r.line, "message": r.message} for r in f.related]
+    if f.memory is not None:
+        out["memory"] = {
+            "device": f.memory.device,
+            "live_bytes": f.memory.live_bytes,
+            "budget_bytes": f.memory.budget_bytes,
+            "breakdown": dict(f.memory.breakdown),
+        }
     return out
+
+
+def _memory_facts_of(data: Any) -> MemoryFacts | None:
+    if data is None:
+        return None
+    return MemoryFacts(
+        device=str(data["device"]),
+        live_bytes=int(data["live_bytes"]),
+        budget_bytes=int(data["budget_bytes"]),
+        breakdown=tuple((str(k), int(v)) for k, v in dict(data["breakdown"]).items()),
+    )
 
 
 def _facts_to_json(facts: Facts) -> dict[str, Any]:
@@ -173,6 +192,7 @@ def finding_from_json(f: dict[str, Any]) -> Finding:
         op=f.get("op"),
         advice=f.get("advice"),
         chain=tuple(_step_from_json(step) for step in f.get("chain", ())),
+        memory=_memory_facts_of(f.get("memory")),
         note=note,
         related=tuple(
             RelatedLocation(file=r["file"], line=int(r["line"]), message=r["message"])

@@ -7,6 +7,7 @@
   findings  {entries: [finding, ...]}          appended
   compile   {mode}                             how torch.compile regions ran ("eager", ...)
   shape_only {simulated_cuda}                  the run is on fake tensors (``--fake``)
+  memory    {report}                           the trace format's ``memory``, re-sent whole
   modules   {entries: [module, ...]}           every nn.Module called so far (trace format's
                                                ``modules``), re-sent whole when calls happened
   debug     {host, port}                       debugpy listens there, waiting for a client
@@ -41,13 +42,14 @@ SAMPLED: Final = "sampled"
 FINDINGS: Final = "findings"
 COMPILE: Final = "compile"
 SHAPE_ONLY: Final = "shape_only"
+MEMORY: Final = "memory"
 MODULES: Final = "modules"
 DEBUG: Final = "debug"
 ERROR: Final = "error"
 STOPPED: Final = "stopped"
 END: Final = "end"
 
-RESULTS: Final = frozenset({LINES, VARS, FINDINGS, MODULES})
+RESULTS: Final = frozenset({LINES, VARS, FINDINGS, MODULES, MEMORY})
 """Kinds that bring new results (a snapshot of a running trace is worth sending)."""
 
 
@@ -182,6 +184,11 @@ class ShapeOnly(TypedDict):
     simulated_cuda: bool
 
 
+class Memory(TypedDict):
+    t: Literal["memory"]
+    report: dict[str, Any]
+
+
 Message = (
     Hello
     | Lines
@@ -190,6 +197,7 @@ Message = (
     | Findings
     | Compile
     | ShapeOnly
+    | Memory
     | Modules
     | Debug
     | Error
@@ -236,6 +244,10 @@ def compile_mode(mode: str | None) -> Compile:
 
 def shape_only(*, simulated_cuda: bool) -> ShapeOnly:
     return {"t": SHAPE_ONLY, "simulated_cuda": simulated_cuda}
+
+
+def memory(report: dict[str, Any]) -> Memory:
+    return {"t": MEMORY, "report": report}
 
 
 def modules(entries: list[dict[str, Any]]) -> Modules:

@@ -220,6 +220,8 @@ class Finding:
     degenerate_op: why the call does nothing useful, and what to write instead."""
     chain: tuple[CauseStep, ...] = ()
     """The user lines that made the failing value what it was, earliest first."""
+    memory: MemoryFacts | None = None
+    """out_of_memory: what was live where the budget ran out."""
     note: str | None = None
     """A finding read from a ``shapelens.trace/1`` file: its message, as written then."""
     related: tuple[RelatedLocation, ...] = ()
@@ -257,6 +259,57 @@ class CellSource:
     """Unix time at the end of that execution: the latest execution of a cell wins."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class LineCost:
+    """A line's memory and compute in a shape-only run (bytes and FLOPs, never rounded)."""
+
+    file: str
+    line: int
+    device: str
+    born_bytes: int
+    """Storages its latest hit made (a view is free, a shared storage counts once)."""
+    live_after: int
+    """Live tensor bytes on the device after the line's last op."""
+    peak_bytes: int
+    """The most live bytes on the device while it ran (a backward, an optimizer step)."""
+    flops: int
+    """FLOPs of its latest hit (torch's FlopCounterMode formulas)."""
+    flops_total: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class DevicePeak:
+    device: str
+    peak_bytes: int
+    file: str | None
+    line: int | None
+    breakdown: tuple[tuple[str, int], ...]
+    """Live bytes at the peak by category: parameters, gradients, optimizer state,
+    activations, other."""
+    live_end: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryReport:
+    flops: int
+    budget_bytes: int | None
+    devices: tuple[DevicePeak, ...]
+    lines: tuple[LineCost, ...]
+
+    def line_cost(self, file: str, line: int) -> LineCost | None:
+        return next((c for c in self.lines if c.file == file and c.line == line), None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemoryFacts:
+    """out_of_memory: the device's live bytes past its budget, by category."""
+
+    device: str
+    live_bytes: int
+    budget_bytes: int
+    breakdown: tuple[tuple[str, int], ...]
+
+
 @dataclass(frozen=True)
 class TracingCore:
     """Which tracing core recorded a run (``shapelens doctor`` says which a run would get)."""
@@ -290,6 +343,8 @@ class Trace:
     """Set when the run was on fake tensors (``--fake``): shapes, no values."""
     cells: tuple[CellSource, ...] = ()
     """A notebook kernel's trace: the cells whose lines it holds (empty for a script run)."""
+    memory: MemoryReport | None = None
+    """A shape-only run's memory and FLOPs, per line and per device."""
 
     @property
     def files(self) -> list[str]:

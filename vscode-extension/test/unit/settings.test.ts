@@ -40,7 +40,9 @@ describe("readSettings", () => {
   });
 
   it("maps to the server's settings", () => {
-    const { settings } = readSettings((key) => ({ timeout: 30, "findings.mismatch": false, traceDir: " traces " })[key]);
+    const { settings } = readSettings(
+      (key) => ({ timeout: 30, "findings.mismatch": false, traceDir: " traces ", gpuMemory: "24GiB" })[key],
+    );
     expect(serverSettings(settings, "/venv/bin/python")).toEqual({
       shapelens: {
         interpreter: "/venv/bin/python",
@@ -53,6 +55,8 @@ describe("readSettings", () => {
         dimNames: "off",
         coverage: false,
         scalarsOnGpu: false,
+        gpuMemory: "24GiB",
+        gpu: null,
         traceDir: "traces",
       },
     });

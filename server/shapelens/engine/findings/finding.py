@@ -84,6 +84,24 @@ class Facts:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MemoryFacts:
+    """out_of_memory: the device's live tensor bytes past its budget, by category."""
+
+    device: str
+    live_bytes: int
+    budget_bytes: int
+    breakdown: tuple[tuple[str, int], ...]
+
+    def to_message(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "live_bytes": self.live_bytes,
+            "budget_bytes": self.budget_bytes,
+            "breakdown": dict(self.breakdown),
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
 class CauseStep:
     """One user line in a finding's cause chain: ``op`` made ``subject``'s value ``after``
     out of one that was ``before`` (None: made from no tensor we saw); no ``op``: the value
@@ -140,6 +158,8 @@ class Finding:
     degenerate_op: why the call does nothing useful, and what to write instead."""
     chain: tuple[CauseStep, ...] = ()
     """The user lines that made the failing value what it was, earliest first."""
+    memory: MemoryFacts | None = None
+    """out_of_memory: what was live where the budget ran out."""
 
     def to_message(self) -> dict[str, Any]:
         """The finding as the channel and the trace file carry it."""
@@ -164,4 +184,6 @@ class Finding:
         out.update({key: value for key, value in facts.items() if value is not None})
         if self.chain:
             out["chain"] = [step.to_message() for step in self.chain]
+        if self.memory is not None:
+            out["memory"] = self.memory.to_message()
         return out

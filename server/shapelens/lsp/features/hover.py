@@ -11,6 +11,7 @@ from shapelens.lsp.results import FileView
 from shapelens.present.dim_names import dim_names
 from shapelens.present.findings import SEVERITY_MARKS, finding_detail, mentions, step_text
 from shapelens.present.markdown import var_table
+from shapelens.present.memory import line_figures
 from shapelens.trace import TracedVar
 
 _LINE_KEYWORDS = {"def", "return", "yield", "class", "for", "with", ""}
@@ -50,6 +51,10 @@ def hover_for(
         findings_line = line
     else:
         return None
+    ran = view.lines.get(findings_line)
+    cost = view.results.costs.get(ran.line) if ran is not None else None
+    if cost is not None:
+        sections.append(f"**memory** {line_figures(cost)}")
     for current, finding in view.findings:
         if current == findings_line or mentions(finding, word):
             mark = SEVERITY_MARKS.get(finding.severity, "ℹ")

@@ -1,0 +1,224 @@
+"""The accounts of a run's tensor memory and FLOPs: storages, not views.
+
+A storage is counted once, when the first op that returns it runs, at the user's line that
+ran the op, and leaves the accounts when it is freed (a view or a second name costs
+nothing). Each storage has a category, as torch's own ``MemTracker`` sorts them:
+``parameters`` (it became an ``nn.Parameter``), ``gradients`` (a parameter's ``.grad``,
+settled when a backward pass ends), ``optimizer state`` (a tensor of an optimizer's
+``state``, settled when its step ends), ``activations`` (made by a forward op with autograd
+recording, so possibly saved for backward) and ``other`` (inputs, the temporaries of a
+backward or a step, what ran without grad). A peak reached inside a backward or a step is
+settled too: what that pass made and kept moves from ``other`` to its category there.
+
+Cost grows with lines and devices, not with iterations: a line's figures are updated in
+place, its bytes born are those of its latest hit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+CATEGORIES = ("parameters", "gradients", "optimizer state", "activations", "other")
+Where = tuple[str, int]
+"""(file, line) of a user's line."""
+
+
+@dataclass
+class LineCost:
+    device: str
+    born_bytes: int = 0
+    """Bytes of the storages made by this line's latest hit."""
+    live_after: int = 0
+    """Live bytes on the device after the line's latest op."""
+    peak_bytes: int = 0
+    """The most live bytes on the device while the line ran (any hit)."""
+    flops: int = 0
+    """FLOPs of the line's latest hit (torch's FlopCounterMode formulas)."""
+    flops_total: int = 0
+
+
+@dataclass
+class DevicePeak:
+    bytes: int = 0
+    where: Where | None = None
+    breakdown: dict[str, int] = field(default_factory=dict)
+    serial: int = 0
+    """The op count when it was reached (to settle a peak inside a backward or a step)."""
+
+
+@dataclass
+class OutOfMemory:
+    """Where the device's live bytes first went past the budget."""
+
+    device: str
+    where: Where
+    live_bytes: int
+    budget_bytes: int
+    breakdown: dict[str, int]
+    serial: int
+
+
+class MemoryLedger:
+    def __init__(self, budget_bytes: int | None = None, budget_device: str = "cuda") -> None:
+        self.budget_bytes = budget_bytes
+        self.budget_device = budget_device
+        """The budget applies to devices of this type (``cuda:0``, ``cuda:1``)."""
+        self._storages: dict[int, tuple[int, str, str]] = {}  # key → (bytes, device, category)
+        self.live: dict[str, dict[str, int]] = {}  # device → category → bytes
+        self.live_total: dict[str, int] = {}
+        self.lines: dict[Where, LineCost] = {}
+        self.peaks: dict[str, DevicePeak] = {}
+        self.out_of_memory: OutOfMemory | None = None
+        self.flops_total = 0
+        self.ops = 0
+        self.changed = False
+
+    # -- storages ------------------------------------------------------------------------
+    def tracks(self, key: int) -> bool:
+        return key in self._storages
+
+    def allocated(self, key: int, nbytes: int, device: str, category: str, where: Where) -> None:
+        self._storages[key] = (nbytes, device, category)
+        by_category = self.live.setdefault(device, dict.fromkeys(CATEGORIES, 0))
+        by_category[category] += nbytes
+        self.live_total[device] = self.live_total.get(device, 0) + nbytes
+        self._line(where, device).born_bytes += nbytes
+        self.changed = True
+
+    def freed(self, key: int) -> None:
+        entry = self._storages.pop(key, None)
+        if entry is None:
+            return
+        nbytes, device, category = entry
+        self.live[device][category] -= nbytes
+        self.live_total[device] -= nbytes
+
+    def recategorise(self, key: int, category: str) -> tuple[str, int, str] | None:
+        """A tracked storage turned out to be a parameter, a gradient, optimizer state:
+        (device, bytes, its old category) when that changed it."""
+        entry = self._storages.get(key)
+        if entry is None or entry[2] == category:
+            return None
+        nbytes, device, old = entry
+        self._storages[key] = (nbytes, device, category)
+        self.live[device][old] -= nbytes
+        self.live[device][category] += nbytes
+        return device, nbytes, old
+
+    def settle(self, keys: list[int], category: str, since: int) -> None:
+        """A backward pass or a step that began at op ``since`` ended: ``keys`` are what it
+        made and kept (the gradients, the optimizer's state). A peak reached during it shows
+        them under ``category``, not ``other``."""
+        moved: dict[str, int] = {}
+        for key in keys:
+            change = self.recategorise(key, category)
+            if change is not None and change[2] == "other":
+                moved[change[0]] = moved.get(change[0], 0) + change[1]
+        for device, nbytes in moved.items():
+            snapshots = [self.peaks.get(device), self.out_of_memory]
+            for snapshot in snapshots:
+                if snapshot is None or snapshot.serial < since:
+                    continue
+                if isinstance(snapshot, OutOfMemory) and snapshot.device != device:
+                    continue
+                _shift(snapshot.breakdown, nbytes, category)
+        self.changed = True
+
+    # -- ops ---------------------------------------------------------------------------
+    def new_hit(self, where: Where) -> None:
+        """The line runs again: its bytes born and FLOPs start from zero."""
+        cost = self.lines.get(where)
+        if cost is not None:
+            cost.born_bytes = 0
+            cost.flops = 0
+
+    def counted_flops(self, where: Where, device: str, flops: int) -> None:
+        cost = self._line(where, device)
+        cost.flops += flops
+        cost.flops_total += flops
+        self.flops_total += flops
+        self.changed = True
+
+    def op_done(self, where: Where, devices: set[str]) -> None:
+        """After an op of ``where``: its devices' live bytes, peaks and budget."""
+        self.ops += 1
+        for device in devices:
+            live = self.live_total.get(device, 0)
+            cost = self._line(where, device)
+            cost.live_after = live
+            cost.peak_bytes = max(cost.peak_bytes, live)
+            peak = self.peaks.setdefault(device, DevicePeak())
+            if live > peak.bytes:
+                peak.bytes = live
+                peak.where = where
+                peak.breakdown = {k: v for k, v in self.live[device].items() if v}
+                peak.serial = self.ops
+            if (
+                self.out_of_memory is None
+                and self.budget_bytes is not None
+                and device.split(":")[0] == self.budget_device
+                and live > self.budget_bytes
+            ):
+                self.out_of_memory = OutOfMemory(
+                    device=device,
+                    where=where,
+                    live_bytes=live,
+                    budget_bytes=self.budget_bytes,
+                    breakdown={k: v for k, v in self.live[device].items() if v},
+                    serial=self.ops,
+                )
+        self.changed = True
+
+    def _line(self, where: Where, device: str) -> LineCost:
+        cost = self.lines.get(where)
+        if cost is None:
+            cost = self.lines[where] = LineCost(device=device)
+        elif device != cost.device and device.split(":")[0] != "cpu":
+            cost.device = device  # a line that touches a GPU is about the GPU
+        return cost
+
+    def report(self) -> dict[str, Any]:
+        """The trace format's ``memory`` (docs/trace-format.md): every figure in bytes and
+        FLOPs. The flusher thread calls it while ops run: the tables are copied first (a
+        copy of a dict is one step under the GIL), figures a flush later are exact again."""
+        peaks = sorted(list(self.peaks.items()))
+        lines = list(self.lines.items())
+        return {
+            "flops": self.flops_total,
+            "budget_bytes": self.budget_bytes,
+            "devices": [
+                {
+                    "device": device,
+                    "peak_bytes": peak.bytes,
+                    "file": peak.where[0] if peak.where else None,
+                    "line": peak.where[1] if peak.where else None,
+                    "breakdown": dict(peak.breakdown),
+                    "live_end": self.live_total.get(device, 0),
+                }
+                for device, peak in peaks
+            ],
+            "lines": [
+                {
+                    "file": file,
+                    "line": line,
+                    "device": cost.device,
+                    "born_bytes": cost.born_bytes,
+                    "live_after": cost.live_after,
+                    "peak_bytes": cost.peak_bytes,
+                    "flops": cost.flops,
+                    "flops_total": cost.flops_total,
+                }
+                for (file, line), cost in lines
+            ],
+        }
+
+
+def _shift(breakdown: dict[str, int], nbytes: int, category: str) -> None:
+    """Up to ``nbytes`` of a snapshot's ``other`` were ``category`` all along."""
+    shift = min(nbytes, breakdown.get("other", 0))
+    if shift:
+        breakdown["other"] -= shift
+        breakdown[category] = breakdown.get(category, 0) + shift
+        if not breakdown["other"]:
+            del breakdown["other"]

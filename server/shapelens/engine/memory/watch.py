@@ -1,0 +1,231 @@
+"""Feeds the :class:`~shapelens.engine.memory.ledger.MemoryLedger` from a torch dispatch
+mode: every op's new storages (by their size, as the device holds them), its FLOPs (torch's
+``FlopCounterMode`` formulas), each at the user's line that ran it.
+
+The mode only looks: it calls the op as it came and returns its result. It reads storages'
+sizes and weak references (to see them freed), never data. What runs around an op gives new
+storages their category: an optimizer's step (its global step hooks), a backward pass
+(``torch.autograd.backward``/``grad``, wrapped while the watch runs), ``nn.Parameter``
+(which takes over a storage already counted). Everything replaced is put back by
+:meth:`MemoryWatch.stop`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+import weakref
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from shapelens.engine import torch_compat, values
+from shapelens.engine.memory.ledger import MemoryLedger, Where
+from shapelens.engine.scope import UserCodeScope
+
+
+class MemoryWatch:
+    def __init__(self, ledger: MemoryLedger, scope: UserCodeScope) -> None:
+        self.ledger = ledger
+        self.scope = scope
+        self._refs: dict[int, weakref.ref[Any]] = {}
+        self._undo: list[Callable[[], None]] = []
+        self._in_step = 0
+        self._in_backward = 0
+        self._last: tuple[int, int] | None = None
+        self._user_code: dict[Any, bool] = {}
+        self._parameters: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    # -- installing ----------------------------------------------------------------------
+    def start(self, torch: Any) -> None:
+        """Watch from here on (after the fake mode, so ops reach it with fake tensors)."""
+        self._torch = torch
+        self._flops = torch_compat.flop_formulas()
+        self._hook_optimizer_steps(torch)
+        self._wrap_backward(torch)
+        self._watch_parameters(torch)
+        mode = _mode_class()(self)
+        mode.__enter__()
+        self._undo.append(lambda: mode.__exit__(None, None, None))
+
+    def stop(self) -> None:
+        while self._undo:
+            with contextlib.suppress(Exception):
+                self._undo.pop()()
+
+    def _hook_optimizer_steps(self, torch: Any) -> None:
+        optimizer = importlib.import_module("torch.optim.optimizer")  # torch.optim hides it
+        began: list[int] = []
+
+        def before(*_: Any) -> None:
+            self._in_step += 1
+            began.append(self.ledger.ops)
+
+        def after(step_of: Any, *_: Any) -> None:
+            self._in_step -= 1
+            with contextlib.suppress(Exception):
+                state = [
+                    self._key(tensor)
+                    for per_parameter in step_of.state.values()
+                    for tensor in per_parameter.values()
+                    if isinstance(tensor, torch.Tensor)
+                ]
+                self.ledger.settle(state, "optimizer state", began.pop() if began else 0)
+
+        for handle in (
+            optimizer.register_optimizer_step_pre_hook(before),
+            optimizer.register_optimizer_step_post_hook(after),
+        ):
+            self._undo.append(handle.remove)
+
+    def _wrap_backward(self, torch: Any) -> None:
+        autograd = torch.autograd
+        for name in ("backward", "grad"):
+            original = getattr(autograd, name)
+
+            def in_backward(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                self._in_backward += 1
+                began = self.ledger.ops
+                try:
+                    return _original(*args, **kwargs)
+                finally:
+                    self._in_backward -= 1
+                    with contextlib.suppress(Exception):
+                        self._settle_gradients(began)
+
+            setattr(autograd, name, in_backward)
+            self._undo.append(_restorer(autograd, name, original))
+
+    def _settle_gradients(self, began: int) -> None:
+        grads = [self._key(p.grad) for p in list(self._parameters) if p.grad is not None]
+        self.ledger.settle(grads, "gradients", began)
+
+    @staticmethod
+    def _key(tensor: Any) -> int:
+        return torch_compat.storage_key(tensor.untyped_storage())
+
+    def _watch_parameters(self, torch: Any) -> None:
+        parameter = torch.nn.Parameter
+        had = "__new__" in vars(parameter)
+        original = parameter.__new__
+
+        def new(cls: Any, *args: Any, **kwargs: Any) -> Any:
+            made = original(cls, *args, **kwargs)
+            with contextlib.suppress(Exception):  # an uninitialised parameter has no storage
+                self.ledger.recategorise(self._key(made), "parameters")
+                self._parameters.add(made)
+            return made
+
+        parameter.__new__ = new
+
+        def undo() -> None:
+            if had:
+                parameter.__new__ = original
+            else:
+                del parameter.__new__
+
+        self._undo.append(undo)
+
+    # -- each op -------------------------------------------------------------------------
+    def account(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        frame = self._user_frame(sys._getframe(2))
+        if frame is None:
+            return  # torch's own work before the program's first line (imports)
+        filename = frame.f_code.co_filename
+        where: Where = (self.scope.user_file(filename) or filename, frame.f_lineno)
+        hit = (id(frame), frame.f_lineno)
+        if hit != self._last:
+            self._last = hit
+            self.ledger.new_hit(where)
+        torch = self._torch
+        devices: set[str] = set()
+        outputs = [leaf for leaf in torch_compat.tree_leaves(out) if isinstance(leaf, torch.Tensor)]
+        if outputs:
+            category = self._category(torch, args, kwargs)
+            for tensor in outputs:
+                devices.add(self._count(tensor, where, category))
+        formula = self._flops.get(torch_compat.op_packet(func))
+        if formula is not None and devices:
+            flops = int(formula(*args, **kwargs, out_val=out))
+            self.ledger.counted_flops(where, min(devices, key=_gpu_first), flops)
+        if devices:
+            self.ledger.op_done(where, devices)
+
+    def _category(self, torch: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        """What new storages of this op are: below autograd an output does not require
+        grad yet, so a forward op's inputs tell (one that requires grad: it may be saved for
+        the backward)."""
+        if self._in_step or self._in_backward:
+            return "other"  # settled when the pass ends: what it kept
+        if torch.is_grad_enabled() and any(
+            isinstance(leaf, torch.Tensor) and leaf.requires_grad
+            for leaf in torch_compat.tree_leaves((args, kwargs))
+        ):
+            return "activations"
+        return "other"
+
+    def _count(self, tensor: Any, where: Where, category: str) -> str:
+        device = values.device_name(tensor.device) or "cpu"
+        storage = tensor.untyped_storage()
+        key = torch_compat.storage_key(storage)
+        if self.ledger.tracks(key):
+            return device
+        self.ledger.allocated(key, int(storage.nbytes()), device, category, where)
+        self._refs[key] = weakref.ref(storage, self._on_free(key))
+        return device
+
+    def _on_free(self, key: int) -> Callable[[Any], None]:
+        def freed(_: Any) -> None:
+            self._refs.pop(key, None)
+            self.ledger.freed(key)
+
+        return freed
+
+    def _user_frame(self, frame: FrameType | None) -> FrameType | None:
+        """The innermost frame of the user's code above the op."""
+        known = self._user_code
+        while frame is not None:
+            code = frame.f_code
+            mine = known.get(code)
+            if mine is None:
+                mine = known[code] = self.scope.user_file(code.co_filename) is not None
+            if mine:
+                return frame
+            frame = frame.f_back
+        return None
+
+
+def _restorer(owner: Any, name: str, original: Any) -> Callable[[], None]:
+    return lambda: setattr(owner, name, original)
+
+
+def _gpu_first(device: str) -> tuple[bool, str]:
+    return (device.startswith("cpu"), device)
+
+
+_MODE: type | None = None
+
+
+def _mode_class() -> type:
+    """The dispatch mode, made once torch is loaded (its base class is torch's)."""
+    global _MODE
+    if _MODE is None:
+        base = torch_compat.dispatch_mode_class()
+
+        class _Watching(base):  # type: ignore[misc, valid-type]
+            def __init__(self, watch: MemoryWatch) -> None:
+                super().__init__()
+                self.watch = watch
+
+            def __torch_dispatch__(
+                self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+            ) -> Any:
+                kwargs = kwargs or {}
+                out = func(*args, **kwargs)
+                with contextlib.suppress(Exception):  # the accounts never break the program
+                    self.watch.account(func, args, kwargs, out)
+                return out
+
+        _MODE = _Watching
+    return _MODE

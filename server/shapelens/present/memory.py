@@ -1,0 +1,59 @@
+"""What a shape-only run's memory report says: the summary's lines, a line's figures (the
+hover), the ``out_of_memory`` sentence. Rounded here, from the trace's exact numbers."""
+
+from __future__ import annotations
+
+import os
+
+from shapelens.present.amounts import breakdown_text, format_bytes, format_flops
+from shapelens.trace.model import DevicePeak, LineCost, MemoryFacts, MemoryReport
+
+
+def memory_summary(report: MemoryReport, cwd: str) -> list[str]:
+    """One line per device that held tensors, the GPU first, then the FLOPs:
+    ``peak 12.3 MiB on cuda:0 at train.py:12 (optimizer state 4.1 MiB, ...); budget 24.0 GiB
+    (0.1%)``."""
+    lines = [
+        _peak_line(peak, report.budget_bytes, cwd)
+        for peak in sorted(report.devices, key=lambda p: (p.device.startswith("cpu"), p.device))
+        if peak.peak_bytes
+    ]
+    if report.flops:
+        lines.append(f"compute: {format_flops(report.flops)} in all")
+    return lines
+
+
+def _peak_line(peak: DevicePeak, budget: int | None, cwd: str) -> str:
+    where = f" at {_place(peak.file, peak.line, cwd)}" if peak.file else ""
+    text = f"memory: peak {format_bytes(peak.peak_bytes)} on {peak.device}{where}"
+    parts = breakdown_text(peak.breakdown)
+    if parts:
+        text += f" ({parts})"
+    if budget and not peak.device.startswith("cpu"):
+        text += f"; {peak.peak_bytes / budget:.0%} of the {format_bytes(budget)} budget"
+    return text
+
+
+def line_figures(cost: LineCost) -> str:
+    """``born 4.1 MiB, live after 8.3 MiB (peak 12.3 MiB) on cuda:0, 69.7 MFLOP``."""
+    text = f"born {format_bytes(cost.born_bytes)}, live after {format_bytes(cost.live_after)}"
+    if cost.peak_bytes > cost.live_after:
+        text += f" (peak {format_bytes(cost.peak_bytes)})"
+    text += f" on {cost.device}"
+    if cost.flops:
+        text += f", {format_flops(cost.flops)}"
+    return text
+
+
+def out_of_memory_sentence(memory: MemoryFacts) -> str:
+    live = format_bytes(memory.live_bytes)
+    budget = format_bytes(memory.budget_bytes)
+    parts = breakdown_text(memory.breakdown)
+    return f"{memory.device} would run out here: {live} live, over its {budget} ({parts})"
+
+
+def _place(file: str | None, line: int | None, cwd: str) -> str:
+    if file is None:
+        return "?"
+    name = os.path.relpath(file, cwd) if file.startswith(cwd + os.sep) else os.path.basename(file)
+    return f"{name}:{line}"

@@ -1,0 +1,136 @@
+"""Will it fit? A shape-only run's memory and FLOPs: per line, the run's peak per device with
+its breakdown, an ``out_of_memory`` finding on a budget; storages, not views."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lsprotocol import types
+
+from conftest import LspSession, line_of, need, run_cli
+
+torch = need("torch")
+
+TRAIN = """
+import torch
+import torch.nn as nn
+
+def make_model():
+    return nn.Sequential(nn.Linear(512, 1024), nn.ReLU(), nn.Linear(1024, 10)).cuda()
+
+model = make_model()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+x = torch.randn(64, 512, device="cuda")
+flat = x.view(-1)
+y = torch.randint(0, 10, (64,), device="cuda")
+for step in range(2):
+    logits = model(x)
+    loss = nn.functional.cross_entropy(logits, y)
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+"""
+PARAMETERS = (512 * 1024 + 1024 + 1024 * 10 + 10) * 4
+
+
+def _memory(run: Any) -> dict[str, Any]:
+    assert run.returncode == 0, run.stderr
+    memory: dict[str, Any] = run.trace["memory"]
+    return memory
+
+
+def _line(memory: dict[str, Any], path: Path, marker: str) -> dict[str, Any]:
+    number = line_of(path, marker)
+    [cost] = [c for c in memory["lines"] if c["line"] == number and c["file"] == str(path)]
+    return cost
+
+
+def _reference_flops(train_step: Any) -> int:
+    """FLOPs of one real training step on the CPU, counted by torch's FlopCounterMode."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        train_step()
+    return int(counter.get_total_flops())
+
+
+def test_the_peak_its_breakdown_and_each_line(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = script(TRAIN)
+    memory = _memory(run_cli("--fake", "main.py", cwd=tmp_path))
+    [gpu] = [d for d in memory["devices"] if d["device"] == "cuda:0"]
+    # the peak is in the optimizer's step, with AdamW's two moments for every parameter
+    assert gpu["line"] == line_of(main, "opt.step()")
+    breakdown = gpu["breakdown"]
+    assert breakdown["parameters"] == PARAMETERS
+    assert breakdown["gradients"] == PARAMETERS
+    assert breakdown["optimizer state"] == 2 * PARAMETERS
+    assert gpu["peak_bytes"] == sum(breakdown.values())
+    # a view is free; a new tensor costs its storage
+    assert _line(memory, main, "flat =")["born_bytes"] == 0
+    assert _line(memory, main, "x = torch.randn")["born_bytes"] == 64 * 512 * 4
+    assert _line(memory, main, "y = torch.randint")["born_bytes"] == 64 * 8
+    # the backward makes the gradients (its peak is above what stays live after it)
+    backward = _line(memory, main, "loss.backward()")
+    assert backward["born_bytes"] >= PARAMETERS
+    # FLOPs as FlopCounterMode counts a real step of the same model
+    model = torch.nn.Sequential(
+        torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10)
+    )
+    x, y = torch.randn(64, 512), torch.randint(0, 10, (64,))
+    forward = _reference_flops(lambda: model(x))
+    assert _line(memory, main, "logits = model(x)")["flops"] == forward
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    assert backward["flops"] == _reference_flops(loss.backward)
+    assert memory["flops"] == 2 * (forward + backward["flops"])  # two steps
+
+
+def test_out_of_memory_is_a_finding_and_the_run_goes_on(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = script(TRAIN)
+    run = run_cli("--fake", "--gpu-memory", "8MiB", "main.py", cwd=tmp_path)
+    memory = _memory(run)
+    [finding] = run.findings("out_of_memory")
+    # parameters, gradients and the first moments fit; the second moment does not
+    assert finding["line"] == line_of(main, "opt.step()")
+    assert finding["memory"]["budget_bytes"] == 8 * 2**20
+    assert finding["memory"]["live_bytes"] > 8 * 2**20
+    assert finding["memory"]["breakdown"]["parameters"] == PARAMETERS
+    assert "cuda:0 would run out here" in finding["message"]
+    assert memory["budget_bytes"] == 8 * 2**20
+    assert run.trace["status"] == "ok"  # the run went on to the end
+    listing = run.stdout + run.stderr  # the listing goes to stderr when --json writes the trace
+    assert "of the 8.0 MiB budget" in listing
+    assert "memory: peak 12.3 MiB on cuda:0 at main.py:" in listing
+    # a card by name, and what is not one
+    named = run_cli("--fake", "--gpu", "a100-80gb", "main.py", cwd=tmp_path)
+    assert _memory(named)["budget_bytes"] == 80 * 10**9 and not named.findings("out_of_memory")
+    bad = run_cli("--fake", "--gpu-memory", "lots", "main.py", cwd=tmp_path)
+    assert bad.returncode == 2 and "'lots' is not a size" in bad.stderr
+
+
+@pytest.mark.parametrize("size", ["12GB", "12 GiB", "0.5TiB"])
+def test_sizes_read_as_people_write_them(size: str) -> None:
+    from shapelens.settings.gpu_budget import parse_size
+
+    expected = {"12GB": 12 * 10**9, "12 GiB": 12 * 2**30, "0.5TiB": 2**39}[size]
+    assert parse_size(size) == expected
+
+
+async def test_the_hover_shows_a_lines_memory_and_flops(lsp: LspSession) -> None:
+    path, uri = lsp.write("main.py", TRAIN)
+    lsp.open(path)
+    result = await lsp.run(uri, fake=True)
+    assert result["status"] == "ok", result
+    line = line_of(path, "logits = model(x)") - 1
+    hover = await lsp.client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=line, character=5),
+        )
+    )
+    assert hover is not None and isinstance(hover.contents, types.MarkupContent)
+    # two Linear outputs kept for the backward (256 KiB each) and the logits (2.5 KiB);
+    # 2·64·512·1024 + 2·64·1024·10 FLOPs
+    assert "**memory** born 514.5 KiB, live after" in hover.contents.value
+    assert "on cuda:0, 68.4 MFLOP" in hover.contents.value
