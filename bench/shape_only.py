@@ -1,8 +1,10 @@
-"""Shape-only runs: a ~1.2B-parameter GPT trained on simulated CUDA under `shapelens run --fake`.
+"""Shape-only runs: GPTs trained on simulated CUDA under `shapelens run --fake`.
 
 Wall time and peak RSS (getrusage of waited-for children) of the whole traced run: model
 construction, one AdamW step of 8 × 128 tokens, stopping at the first `loss.item()`; next to
 what the same model would need for real (fp32 weights, gradients and AdamW's two moments).
+Then "will it fit": a ~7B decoder in bf16 with AdamW on a 24 GiB budget, its peak as the run
+counted it and the line where the budget ran out.
 Usage: python bench/shape_only.py [--python PY ...] [--out FILE]
 """
 
@@ -15,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from report import emit  # bench/ is on sys.path: these scripts run as files
 
@@ -28,17 +31,21 @@ MEASURE = (
 )
 
 
-def measure(python: str) -> tuple[float, float, dict[str, object]]:
-    """(wall s, peak RSS MiB, trace) of the shape-only run with ``python``."""
+def measure(python: str, *extra: str) -> tuple[float, float, dict[str, Any]]:
+    """(wall s, peak RSS MiB, trace) of the shape-only run with ``python``; ``extra``: more
+    options for `shapelens run`, then `--` and the program's own."""
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         for name in ("model.py", "train.py"):
             shutil.copy(PROGRAM / name, work / name)
         subprocess.run([python, "-c", PROBE], cwd=work, check=True)
         trace_path = work / "trace.json"
-        command = [python, "-m", "shapelens", "run", "--fake", "--quiet", "--modules"]
+        at = extra.index("--") if "--" in extra else len(extra)
+        ours, theirs = extra[:at], extra[at + 1 :]
+        command = [python, "-m", "shapelens", "run", "--fake", "--quiet", "--modules", *ours]
+        argv = [sys.executable, "-c", MEASURE, *command, "--json", str(trace_path), "train.py"]
         done = subprocess.run(
-            [sys.executable, "-c", MEASURE, *command, "--json", str(trace_path), "train.py"],
+            [*argv, *theirs],
             cwd=work,
             capture_output=True,
             text=True,
@@ -66,6 +73,30 @@ def main() -> None:
         rows.append(
             f"| Python {version}, one AdamW step of 8 × 128 tokens | {params / 1e9:.2f}B | "
             f"{trace['status']} | {wall:.1f} s | {rss_mib:.0f} MiB | {real_gib:.0f} GiB |"
+        )
+    rows += [
+        "",
+        "| will it fit? bf16 decoder, AdamW, 24 GiB budget | params | wall | peak (line) | "
+        "parameters / gradients / AdamW state | out of memory at |",
+        "|---|---:|---:|---|---|---|",
+    ]
+    for python in options.python or [sys.executable]:
+        wall, _, trace = measure(
+            python, "--gpu-memory", "24GiB", "--", "--width", "4096", "--depth", "32",
+            "--heads", "32", "--dtype", "bfloat16",
+        )  # fmt: skip
+        params = int(trace["modules"][0]["params"])
+        [gpu] = [d for d in trace["memory"]["devices"] if d["device"].startswith("cuda")]
+        parts = gpu["breakdown"]
+        split = " / ".join(
+            f"{parts.get(k, 0) / 2**30:.1f}" for k in ("parameters", "gradients", "optimizer state")
+        )
+        ran_out = [f for f in trace["findings"] if f["kind"] == "out_of_memory"]
+        where = f"{Path(ran_out[0]['file']).name}:{ran_out[0]['line']}" if ran_out else "-"
+        rows.append(
+            f"| Python {trace['python']} | {params / 1e9:.2f}B | {wall:.1f} s | "
+            f"{gpu['peak_bytes'] / 2**30:.1f} GiB ({Path(gpu['file']).name}:{gpu['line']}) | "
+            f"{split} GiB | {where} |"
         )
     emit(rows, options.out)
 

@@ -10,6 +10,8 @@ from torch.utils.data import DataLoader, TensorDataset
 parser = argparse.ArgumentParser()
 parser.add_argument("--width", type=int, default=2048)
 parser.add_argument("--depth", type=int, default=20)
+parser.add_argument("--heads", type=int, default=16)
+parser.add_argument("--dtype", default="float32")
 parser.add_argument("--probe", default="probe.pt")
 args = parser.parse_args()
 
@@ -17,9 +19,10 @@ device = "cuda" if torch.cuda.is_available() else "cpu"
 torch.manual_seed(0)
 tokens = torch.from_numpy(np.random.randint(0, 50257, size=(32, 129)).astype(np.int64))
 loader = DataLoader(TensorDataset(tokens[:, :-1], tokens[:, 1:]), batch_size=8, shuffle=True)
-model = GPT(vocab=50257, width=args.width, depth=args.depth, heads=16, context=128).to(device)
+model = GPT(vocab=50257, width=args.width, depth=args.depth, heads=args.heads, context=128)
+model = model.to(device, dtype=getattr(torch, args.dtype))
 params = sum(p.numel() for p in model.parameters())
-probe = torch.nn.Linear(args.width, 10).cuda()
+probe = torch.nn.Linear(2048, 10).cuda()
 probe.load_state_dict(torch.load(args.probe, map_location=device))
 optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)
 for step, (x, y) in enumerate(loader):

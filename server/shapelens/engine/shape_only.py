@@ -38,6 +38,7 @@ STATUS = "shape_only_stop"
 ENV_FLAG = "SHAPELENS_SHAPE_ONLY"
 """Set to "1" in a shape-only run: a program can skip what needs values."""
 SIMULATED_CUDA = "cuda:0"
+_OUR_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 _VALUE_READS = tuple(
     (re.compile(pattern), said)
@@ -359,13 +360,13 @@ def _as_on_the_device(torch: Any, *, simulate_cuda: bool) -> Any:
 def _raised_by_torch_itself(torch: Any, err: RuntimeError) -> bool:
     """``err`` is torch's own error of the call (a kernel's, or the fake kernel's device
     check), not one of a subclass or of user code the call ran (an autograd Function's):
-    only torch's frames lie below the call."""
+    only torch's frames (and ShapeLens's own dispatch mode) lie below the call."""
     if type(err) is not RuntimeError and not torch_compat.is_fake_device_error(err):
         return False
-    root = os.path.dirname(torch.__file__) + os.sep
+    roots = (os.path.dirname(torch.__file__) + os.sep, _OUR_ROOT)  # ours: the memory watch
     below = err.__traceback__.tb_next if err.__traceback__ is not None else None
     while below is not None:
-        if not below.tb_frame.f_code.co_filename.startswith(root):
+        if not below.tb_frame.f_code.co_filename.startswith(roots):
             return False
         below = below.tb_next
     return True

@@ -140,7 +140,7 @@ class MemoryWatch:
             self.ledger.new_hit(where)
         torch = self._torch
         devices: set[str] = set()
-        outputs = [leaf for leaf in torch_compat.tree_leaves(out) if isinstance(leaf, torch.Tensor)]
+        outputs = _tensors(torch.Tensor, out)
         if outputs:
             category = self._category(torch, args, kwargs)
             for tensor in outputs:
@@ -159,8 +159,7 @@ class MemoryWatch:
         if self._in_step or self._in_backward:
             return "other"  # settled when the pass ends: what it kept
         if torch.is_grad_enabled() and any(
-            isinstance(leaf, torch.Tensor) and leaf.requires_grad
-            for leaf in torch_compat.tree_leaves((args, kwargs))
+            t.requires_grad for t in _tensors(torch.Tensor, (args, tuple(kwargs.values())))
         ):
             return "activations"
         return "other"
@@ -194,6 +193,16 @@ class MemoryWatch:
                 return frame
             frame = frame.f_back
         return None
+
+
+def _tensors(tensor_type: type, value: Any) -> list[Any]:
+    """The tensors in an op's arguments or result: itself, or inside tuples and lists (what
+    aten ops take and return; a pytree walk would cost more than the op's accounting)."""
+    if isinstance(value, tensor_type):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for part in value for t in _tensors(tensor_type, part)]
+    return []
 
 
 def _restorer(owner: Any, name: str, original: Any) -> Callable[[], None]:
