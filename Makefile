@@ -29,26 +29,29 @@ $(VENV)/.installed: pyproject.toml setup.py server/shapelens/engine/_library_gat
 run: install
 	$(VENV)/bin/shapelens run examples/seed_linear_fit.py
 
-# On 2 cores from a fresh clone: the installs side by side (mostly downloads); lint, types
-# and the .vsix next to each other (next to the 3.11 suite they cost it more than they
-# saved: 310-319 s against 292 s in turn); then each interpreter's suite in turn, each
-# spread over PYTEST_WORKERS processes (a test mostly waits on a traced child, so more
-# workers than cores keep both busy; a file's tests stay together in one worker, in order);
-# the extension's unit tests next to 3.13's; then the end-to-end test alone (a browser
-# driving code-server, timing-sensitive). --output-sync keeps each part's output together.
+# On 2 cores from a fresh clone: the installs side by side (mostly downloads), the
+# compatibility stage's venvs (three CUDA builds of torch, ~15 GB) going on in the
+# background while lint, types and the .vsix (next to each other) and the 3.11 suite run;
+# then the backend-sensitive tests under 3.12 and 3.13, the extension's unit tests next to
+# them; the compatibility stage; then the end-to-end test alone (a browser driving
+# code-server, timing-sensitive). Each suite is spread over PYTEST_WORKERS processes (a test
+# mostly waits on a traced child, so more workers than cores keep both busy; a file's tests
+# stay together in one worker, in order). --output-sync keeps each part's output together.
 PYTEST_WORKERS ?= 3
 PYTEST_ARGS := -q -n $(PYTEST_WORKERS) --dist loadfile
 test:
 	$(MAKE) test-installs
-	$(MAKE) -j3 --output-sync=target lint typecheck vsix
-	$(MAKE) pytest
-	$(MAKE) pytest-monitoring
-	$(MAKE) -j2 --output-sync=target pytest-backend-subset extension-unit
-	$(MAKE) test-compat
+	@set -e; ( $(MAKE) compat-venvs > .compat-venvs.log 2>&1 ) & compat=$$!; \
+	trap 'kill $$compat 2>/dev/null || true' EXIT; \
+	$(MAKE) -j3 --output-sync=target lint typecheck vsix; \
+	$(MAKE) pytest; \
+	$(MAKE) -j2 --output-sync=target pytest-backend-subset extension-unit; \
+	wait $$compat || { cat .compat-venvs.log; echo "the compatibility venvs failed to install" >&2; exit 1; }; \
+	$(MAKE) test-compat; \
 	$(MAKE) e2e-run
 
 test-installs:
-	$(MAKE) -j5 --output-sync=target install other-venvs compat-venvs node_modules/.installed e2e-tools
+	$(MAKE) -j4 --output-sync=target install other-venvs node_modules/.installed e2e-tools
 
 lint: install
 	$(VENV)/bin/ruff check server tests bench examples
@@ -87,13 +90,14 @@ other-venvs: other-venvs-torch install
 	  fi; \
 	done
 
-# Every tracing backend meets every feature once: 3.11 (`pytest`) runs the whole suite with
-# sys.settrace and the C gate, the first of EXTRA_PYTHONS (3.12) the whole suite with
-# sys.monitoring. The later ones (3.13: sys.monitoring again, on a newer CPython) run the
-# tests marked `backend` (pyproject.toml): those whose outcome depends on how the tracer
-# sees the program (line and call events, frames and their locals, imports, debugpy,
-# notebook kernels, snoop). The rest (language server, presentation, trace format, CLI
-# options, distributed and shape-only runs, the corpus) does not change with the backend.
+# Every tracing backend meets every feature that depends on it: 3.11 (`pytest`) runs the
+# whole suite with sys.settrace and the C gate; EXTRA_PYTHONS (3.12, 3.13: sys.monitoring,
+# and 3.13's frame locals) run the tests marked `backend` (pyproject.toml): those whose
+# outcome depends on how the tracer sees the program (line and call events, frames and
+# their locals, imports, debugpy, notebook kernels, snoop). The rest (language server,
+# presentation, trace format, CLI options, distributed runs) does not change with the
+# backend; the compatibility stage runs the corpus, shape-only runs, the module tree and
+# failing calls on 3.12 (with torch 2.14). `make pytest-monitoring`: the whole suite on 3.12.
 pytest-other-pythons: pytest-monitoring pytest-backend-subset
 
 pytest-monitoring: other-venvs
@@ -103,9 +107,8 @@ pytest-monitoring: other-venvs
 	$$venv/bin/python -m pytest $(PYTEST_ARGS)
 
 pytest-backend-subset: other-venvs
-	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then echo "== SKIP_OTHER_PYTHONS set: 3.13 not tested"; exit 0; fi; \
-	set -- $(EXTRA_PYTHONS); shift; \
-	for interpreter in "$$@"; do \
+	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then echo "== SKIP_OTHER_PYTHONS set: 3.12 and 3.13 not tested"; exit 0; fi; \
+	for interpreter in $(EXTRA_PYTHONS); do \
 	  venv=$(call venv_of,$$interpreter); \
 	  echo "== tests under $$($$venv/bin/python --version): those marked backend"; \
 	  $$venv/bin/python -m pytest $(PYTEST_ARGS) -m backend; \

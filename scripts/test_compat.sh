@@ -16,11 +16,12 @@ PY=${PY:-.venv/bin/python}
 PYENV_ROOT=${PYENV_ROOT:-$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")}
 BUDGET=${COMPAT_BUDGET_S:-480}
 ALL="tests/test_corpus.py tests/test_shape_only.py tests/test_module_tree.py tests/test_failed_calls.py"
-# name, interpreter version, pins, test files (108 s for the first three files in all three
-# sets on this 2-core machine; 745 s before the runs were forked from a fork server).
+# name, interpreter version, pins, test files (211 s in all on this 2-core machine, busy; 745 s
+# before the runs were forked from a fork server). torch 2.4 on 3.11 leaves out the corpus
+# (on torch 2.4 under 3.10, and on 3.11 with the main suite's torch).
 SETS=(
   "py310-torch24|3.10.13|torch==2.4.1 numpy<2|$ALL"
-  "py311-torch24|3.11.7|torch==2.4.1 numpy<2|$ALL"
+  "py311-torch24|3.11.7|torch==2.4.1 numpy<2|${ALL/tests\/test_corpus.py /}"
   "py312-torch214|3.12.1|torch==2.14.1 numpy|$ALL"
 )
 # `make test-torch-versions` (`--between`): the releases between, once each, on the newest
