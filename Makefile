@@ -135,6 +135,7 @@ bench: install
 	  if [ -x $$python ]; then $(PY) bench/lsp_latency.py --python $$python --out bench/results/latest.md || exit 1; fi; \
 	done
 	$(PY) bench/scale.py --out bench/results/latest.md
+	$(PY) bench/memory_accuracy.py --out bench/results/latest.md
 	$(PY) bench/shape_only.py $$(for python in $(VENV)/bin/python .venv312/bin/python; do \
 	  if [ -x $$python ]; then printf -- '--python %s ' $$python; fi; done) --out bench/results/latest.md
 	for python in $(VENV)/bin/python .venv312/bin/python; do \
