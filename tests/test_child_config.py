@@ -30,6 +30,7 @@ TOLD_TO_THE_CHILD = {
     "keep_compile": "keep_compile",
     "scalars_on_gpu": "scalars_on_gpu",
     "fake": "fake",
+    "gpu_memory_bytes": "gpu_memory_bytes",
 }
 PARENT_ONLY = {"module", "python", "env", "timeout_s", "capture_output"}
 
@@ -53,6 +54,7 @@ def _request(tmp_path_str: str) -> RunRequest:
         keep_compile=True,
         scalars_on_gpu=True,
         fake=True,
+        gpu_memory_bytes=24 * 2**30,
     )
 
 

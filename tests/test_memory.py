@@ -134,3 +134,24 @@ async def test_the_hover_shows_a_lines_memory_and_flops(lsp: LspSession) -> None
     # 2·64·512·1024 + 2·64·1024·10 FLOPs
     assert "**memory** born 514.5 KiB, live after" in hover.contents.value
     assert "on cuda:0, 68.4 MFLOP" in hover.contents.value
+
+
+def test_each_module_s_activations_and_flops_and_the_totals(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    script(TRAIN)
+    run = run_cli("--fake", "--modules", "main.py", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    costs = {m["path"]: m["cost"] for m in run.trace["modules"]}
+    assert costs[""] == {
+        "param_bytes": PARAMETERS,
+        "activation_bytes": 2 * 64 * 1024 * 4 + 64 * 10 * 4,  # kept for the backward
+        "flops": 2 * 64 * 512 * 1024 + 2 * 64 * 1024 * 10,
+    }
+    assert costs["0"]["flops"] == 2 * 64 * 512 * 1024  # a child's figures, its own
+    assert costs["1"]["flops"] == 0 and costs["1"]["activation_bytes"] == 64 * 1024 * 4
+    listing = run.stdout + run.stderr
+    assert "activations  FLOPs" in listing
+    assert "  0         Linear      525.3k" in listing and "256.0 KiB    67.1 MFLOP" in listing
+    assert (
+        "total: 535.6k params (535.6k trainable), 2.0 MiB of parameters; a forward keeps "
+        "514.5 KiB for the backward, 68.4 MFLOP"
+    ) in listing

@@ -82,7 +82,8 @@ class TensorSlot:
 class ModuleStats:
     __slots__ = (
         "calls", "calls_before", "calls_from", "estimated", "inputs", "located", "module",
-        "outputs", "pace", "pace_calls", "pace_hits", "paced_from", "params", "quiet_from",
+        "outputs", "pace", "pace_calls", "pace_hits", "paced_from", "param_bytes", "params",
+        "quiet_from",
         "run", "run_calls", "spell", "tick", "woke_at",
     )  # fmt: skip
 
@@ -115,6 +116,7 @@ class ModuleStats:
         self.inputs: list[TensorSlot] = []
         self.outputs: list[TensorSlot] = []
         self.params: tuple[int, int] | None = None
+        self.param_bytes: int | None = None
         self.located: tuple[str, Any, Any] | None = None
         """(path, declared, forward), worked out once per path: the flusher thread would
         otherwise search the sources on every flush, holding the GIL from the program."""

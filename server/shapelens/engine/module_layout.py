@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from shapelens.engine import torch_compat
@@ -48,9 +49,15 @@ def lay_out(recorded: dict[int, ModuleStats]) -> Layout:
 
 
 def entry(
-    stats: ModuleStats, path: str, layout: Layout, sources: SourceMaps, scope: UserCodeScope
+    stats: ModuleStats,
+    path: str,
+    layout: Layout,
+    sources: SourceMaps,
+    scope: UserCodeScope,
+    cost_of: Callable[[int], dict[str, int] | None] | None = None,
 ) -> dict[str, Any]:
-    """One module of the trace format's ``modules``, at ``path`` in ``layout``."""
+    """One module of the trace format's ``modules``, at ``path`` in ``layout``; ``cost_of``:
+    a shape-only run's memory and FLOPs of its latest forward, by the module's ``id``."""
     module = stats.module
     if stats.params is None:
         total = trainable = 0
@@ -62,7 +69,11 @@ def entry(
     if stats.located is None or stats.located[0] != path:
         declared = _declared(stats, path, layout, sources, scope)
         stats.located = (path, declared, _forward_of(module))
+    cost = cost_of(id(module)) if cost_of is not None else None
+    if cost is not None and stats.param_bytes is None:
+        stats.param_bytes = sum(int(p.numel()) * p.element_size() for p in module.parameters())
     return {
+        **({"cost": {"param_bytes": stats.param_bytes, **cost}} if cost is not None else {}),
         "path": path,
         "class": type(module).__name__,
         "params": stats.params[0],

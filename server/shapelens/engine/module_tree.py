@@ -95,6 +95,8 @@ class ModuleTree:
     """Records module calls once torch is imported; :meth:`drain` gives the channel message."""
 
     def __init__(self, scope: UserCodeScope, sources: SourceMaps) -> None:
+        self.cost_of: Callable[[int], dict[str, int] | None] | None = None
+        """A shape-only run's memory and FLOPs of a module's latest forward, by its id."""
         self.scope = scope
         self.sources = sources
         self._stats: dict[int, ModuleStats] = {}
@@ -300,8 +302,12 @@ class ModuleTree:
         self._changed = False
         try:
             layout = self._layout = self._layout or lay_out(self._stats)
+            cost_of = self.cost_of
             return messages.modules(
-                [entry(stats, path, layout, self.sources, self.scope) for stats, path in layout]
+                [
+                    entry(stats, path, layout, self.sources, self.scope, cost_of)
+                    for stats, path in layout
+                ]
             )
         except Exception:
             self._changed = True  # a module changed while we read it: next time

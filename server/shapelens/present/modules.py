@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from shapelens.present.amounts import format_bytes, format_flops
 from shapelens.present.markdown import hits_text
 from shapelens.present.shapes import dtype_text, ranged_shape_text, shape_text
 from shapelens.trace.model import ModuleCall, TensorSlot
@@ -97,8 +98,12 @@ def _ranges(slot: TensorSlot) -> tuple[tuple[int, int], ...] | None:
 
 
 def modules_table(modules: Sequence[ModuleCall]) -> str:
-    """The tree as a table: path (indented by depth), class, params, in → out, calls."""
-    rows = [("module", "class", "params", "in → out", "calls")]
+    """The tree as a table: path (indented by depth), class, params, in → out, calls; a
+    shape-only run adds each module's activations and forward FLOPs, and a totals line."""
+    costed = any(m.cost is not None for m in modules)
+    rows: list[tuple[str, ...]] = [("module", "class", "params", "in → out", "calls")]
+    if costed:
+        rows = [(*rows[0], "activations", "FLOPs")]
     depths: dict[str, int] = {}
     for module in modules:
         path = module.path
@@ -109,20 +114,45 @@ def modules_table(modules: Sequence[ModuleCall]) -> str:
         depth = depths[path] = depths.get(parent, 0) + 1 if path else 0
         name = path[len(parent) + 1 :] if parent else path or module.cls
         rank = f" [r{module.rank}]" if module.rank is not None else ""
-        rows.append(
-            (
-                "  " * depth + name + rank,
-                module.cls,
-                count_text(module.params),
-                f"{shapes_text(module.inputs)} → {shapes_text(module.outputs)}",
-                calls_text(module.calls, module.calls_sampled),
-            )
+        row: tuple[str, ...] = (
+            "  " * depth + name + rank,
+            module.cls,
+            count_text(module.params),
+            f"{shapes_text(module.inputs)} → {shapes_text(module.outputs)}",
+            calls_text(module.calls, module.calls_sampled),
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    return "\n".join(
-        "  ".join(cell.ljust(widths[i]) if i < 4 else cell for i, cell in enumerate(row)).rstrip()
+        if costed:
+            cost = module.cost
+            row = (
+                *row,
+                "—" if cost is None else format_bytes(cost.activation_bytes),
+                "—" if cost is None else format_flops(cost.flops),
+            )
+        rows.append(row)
+    last = len(rows[0]) - 1
+    widths = [max(len(row[i]) for row in rows) for i in range(last)]
+    table = "\n".join(
+        "  ".join(c.ljust(widths[i]) if i < last else c for i, c in enumerate(row)).rstrip()
         for row in rows
     )
+    return table + ("\n" + totals_text(modules) if costed else "")
+
+
+def totals_text(modules: Sequence[ModuleCall]) -> str:
+    """torchinfo's closing lines, for the roots: ``total: 535.6k params (535.6k trainable),
+    2.0 MiB of parameters; a forward keeps 514.5 KiB for the backward, 68.4 MFLOP``."""
+    roots = [m for m in modules if not m.path]
+    params = sum(m.params for m in roots)
+    trainable = sum(m.trainable_params for m in roots)
+    costs = [m.cost for m in roots if m.cost is not None]
+    text = f"total: {count_text(params)} params ({count_text(trainable)} trainable)"
+    if costs:
+        text += (
+            f", {format_bytes(sum(c.param_bytes for c in costs))} of parameters; a forward "
+            f"keeps {format_bytes(sum(c.activation_bytes for c in costs))} for the backward, "
+            f"{format_flops(sum(c.flops for c in costs))}"
+        )
+    return text
 
 
 def _prefixes(path: str) -> list[str]:

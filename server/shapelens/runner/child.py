@@ -343,6 +343,7 @@ class ChildRun:
         self.writer.send(messages.shape_only(simulated_cuda=simulated_cuda))
         self._memory_watch = MemoryWatch(self.memory, self.scope)
         self._memory_watch.start(sys.modules["torch"])
+        self.modules.cost_of = self.memory.module_cost
 
     def _describe(self, exc: BaseException) -> messages.ExceptionRecord:
         file, line = self.scope.raised_at(exc)

@@ -22,6 +22,7 @@ from shapelens.trace.model import (
     LineCost,
     MemoryReport,
     ModuleCall,
+    ModuleCost,
     RankValue,
     ShapeOnlyRun,
     SourceLocation,
@@ -242,6 +243,12 @@ def module_to_json(module: ModuleCall) -> dict[str, Any]:
         out["calls_sampled"] = True
     if module.rank is not None:
         out["rank"] = module.rank
+    if module.cost is not None:
+        out["cost"] = {
+            "param_bytes": module.cost.param_bytes,
+            "activation_bytes": module.cost.activation_bytes,
+            "flops": module.cost.flops,
+        }
     return out
 
 
@@ -274,6 +281,17 @@ def module_from_json(data: dict[str, Any]) -> ModuleCall:
         declared=_location_from_json(data.get("declared")),
         forward=_location_from_json(data.get("forward")),
         rank=None if data.get("rank") is None else int(data["rank"]),
+        cost=_module_cost_of(data.get("cost")),
+    )
+
+
+def _module_cost_of(data: Any) -> ModuleCost | None:
+    if data is None:
+        return None
+    return ModuleCost(
+        param_bytes=int(data["param_bytes"]),
+        activation_bytes=int(data["activation_bytes"]),
+        flops=int(data["flops"]),
     )
 
 

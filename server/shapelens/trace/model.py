@@ -108,6 +108,17 @@ class ModuleCall:
     """Its class's ``forward``."""
     rank: int | None = None
     """Distributed runs: the rank it ran on."""
+    cost: ModuleCost | None = None
+    """A shape-only run's memory and FLOPs of its latest forward (its children's included)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModuleCost:
+    param_bytes: int
+    activation_bytes: int
+    """Storages its forward made while autograd recorded (what it may keep for backward)."""
+    flops: int
+    """FLOPs of its forward (torch's FlopCounterMode formulas)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -39,6 +39,15 @@ class LineCost:
 
 
 @dataclass
+class ModuleCost:
+    """A module's latest forward call, its children's included (as torchinfo counts)."""
+
+    activation_bytes: int = 0
+    """Storages made while autograd recorded: what its forward may keep for the backward."""
+    flops: int = 0
+
+
+@dataclass
 class DevicePeak:
     bytes: int = 0
     where: Where | None = None
@@ -72,6 +81,8 @@ class MemoryLedger:
         self.out_of_memory: OutOfMemory | None = None
         self.flops_total = 0
         self.ops = 0
+        self.modules: dict[int, ModuleCost] = {}
+        """By ``id`` of the module (the module tree holds the modules: ids stay theirs)."""
         self.changed = False
 
     # -- storages ------------------------------------------------------------------------
@@ -126,6 +137,17 @@ class MemoryLedger:
         self.changed = True
 
     # -- ops ---------------------------------------------------------------------------
+    def module_called(self, key: int) -> None:
+        """A module's forward starts: its figures are this call's from here on."""
+        self.modules[key] = ModuleCost()
+
+    def module_cost(self, key: int) -> dict[str, int] | None:
+        """The module tree's ``cost`` of a module (trace format), when its forward ran here."""
+        cost = self.modules.get(key)
+        if cost is None:
+            return None
+        return {"activation_bytes": cost.activation_bytes, "flops": cost.flops}
+
     def new_hit(self, where: Where) -> None:
         """The line runs again: its bytes born and FLOPs start from zero."""
         cost = self.lines.get(where)

@@ -36,6 +36,8 @@ class MemoryWatch:
         self._last: tuple[int, int] | None = None
         self._user_code: dict[Any, bool] = {}
         self._parameters: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._calls: list[int] = []
+        """ids of the modules whose forward is running, outermost first."""
 
     # -- installing ----------------------------------------------------------------------
     def start(self, torch: Any) -> None:
@@ -45,6 +47,7 @@ class MemoryWatch:
         self._hook_optimizer_steps(torch)
         self._wrap_backward(torch)
         self._watch_parameters(torch)
+        self._follow_module_calls(torch)
         mode = _mode_class()(self)
         mode.__enter__()
         self._undo.append(lambda: mode.__exit__(None, None, None))
@@ -97,6 +100,27 @@ class MemoryWatch:
             setattr(autograd, name, in_backward)
             self._undo.append(_restorer(autograd, name, original))
 
+    def _follow_module_calls(self, torch: Any) -> None:
+        """torch's global forward hooks (public, every 2.x): which modules' forwards run.
+        They take module calls off torch's fast path, which costs nothing next to fake
+        kernels (shape-only runs only)."""
+        module = importlib.import_module("torch.nn.modules.module")
+        calls = self._calls
+
+        def before(called: Any, *_: Any) -> None:
+            calls.append(id(called))
+            self.ledger.module_called(id(called))
+
+        def after(called: Any, *_: Any) -> None:
+            if calls and calls[-1] == id(called):
+                calls.pop()
+
+        for handle in (
+            module.register_module_forward_pre_hook(before),
+            module.register_module_forward_hook(after, always_call=True),
+        ):
+            self._undo.append(handle.remove)
+
     def _settle_gradients(self, began: int) -> None:
         grads = [self._key(p.grad) for p in list(self._parameters) if p.grad is not None]
         self.ledger.settle(grads, "gradients", began)
@@ -141,14 +165,24 @@ class MemoryWatch:
         torch = self._torch
         devices: set[str] = set()
         outputs = _tensors(torch.Tensor, out)
+        born = 0
         if outputs:
             category = self._category(torch, args, kwargs)
             for tensor in outputs:
-                devices.add(self._count(tensor, where, category))
+                device, new = self._count(tensor, where, category)
+                devices.add(device)
+                born += new if category == "activations" else 0
         formula = self._flops.get(torch_compat.op_packet(func))
+        flops = 0
         if formula is not None and devices:
             flops = int(formula(*args, **kwargs, out_val=out))
             self.ledger.counted_flops(where, min(devices, key=_gpu_first), flops)
+        if self._calls and not self._in_backward and (born or flops):
+            modules = self.ledger.modules
+            for key in self._calls:  # a module's figures hold its children's
+                cost = modules[key]
+                cost.activation_bytes += born
+                cost.flops += flops
         if devices:
             self.ledger.op_done(where, devices)
 
@@ -164,15 +198,17 @@ class MemoryWatch:
             return "activations"
         return "other"
 
-    def _count(self, tensor: Any, where: Where, category: str) -> str:
+    def _count(self, tensor: Any, where: Where, category: str) -> tuple[str, int]:
+        """(its device, the bytes of its storage when new here, else 0)."""
         device = values.device_name(tensor.device) or "cpu"
         storage = tensor.untyped_storage()
         key = torch_compat.storage_key(storage)
         if self.ledger.tracks(key):
-            return device
-        self.ledger.allocated(key, int(storage.nbytes()), device, category, where)
+            return device, 0
+        nbytes = int(storage.nbytes())
+        self.ledger.allocated(key, nbytes, device, category, where)
         self._refs[key] = weakref.ref(storage, self._on_free(key))
-        return device
+        return device, nbytes
 
     def _on_free(self, key: int) -> Callable[[Any], None]:
         def freed(_: Any) -> None:
