@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from lsprotocol import types
 
 from conftest import LspSession, line_of, need, run_cli
@@ -130,7 +131,17 @@ def test_what_was_passed_not_the_names_on_the_line(script, tmp_path: Path) -> No
     assert (line_of(main, "targets ="), born) in notes
 
 
-def test_a_linear_inside_a_sequential_is_named_at_its_own_line(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+HOOKS = """
+        features = []
+        for layer in model.modules():  # as feature-extraction code does: every call hooked
+            layer.register_forward_hook(lambda module, inputs, output: features.append(output))
+"""
+
+
+@pytest.mark.parametrize("hooked", [False, True])
+def test_a_linear_inside_a_sequential_is_named_at_its_own_line(script, tmp_path: Path, hooked: bool) -> None:  # type: ignore[no-untyped-def]  # noqa: E501
+    """Also when forward hooks take module calls off torch's fast path (torch ≥ 2.5 calls
+    ``forward`` from a nested ``inner()`` then)."""
     main = script(
         """
         import torch
@@ -149,6 +160,9 @@ def test_a_linear_inside_a_sequential_is_named_at_its_own_line(script, tmp_path:
                 return self.head(x)
 
         model = Classifier()
+        """
+        + (HOOKS if hooked else "")
+        + """
         logits = model(torch.randn(8, 16))
         """
     )

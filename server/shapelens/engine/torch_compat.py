@@ -27,6 +27,11 @@ MODULE_APPLY = "_apply"
 # -- torch function modes (torch._C's stack: the same five functions in 2.0 to 2.14) -------
 MODULE_CALL_FRAME = "_call_impl"
 """The function of ``nn.Module.__call__`` whose frame calls ``forward`` (every 2.x)."""
+MODULE_CALL_HELPER = "inner"
+"""A module call with hooks (the module's, or global ones) runs ``forward`` from a function
+nested in ``_call_impl`` of this name (2.5 and newer; 2.4 calls it from ``_call_impl``)."""
+MODULE_FILE = ("nn", "modules", "module.py")
+"""Where ``nn.Module`` is, under torch's folder."""
 PUBLIC_NAMESPACE_OF = {
     "torch.nn.functional": "F",
     "torch._C._nn": "F",

@@ -265,7 +265,8 @@ class OpWatch:
                 module = _forward_call(below)[0]
             elif depth >= 3:
                 direct = False
-            below = frame
+            if not _is_call_helper(code):
+                below = frame
             frame = frame.f_back
         return None, False, None
 
@@ -289,7 +290,8 @@ class OpWatch:
                 break
             if frame.f_code.co_name == torch_compat.MODULE_CALL_FRAME and below is not None:
                 modules.append(_forward_call(below))  # the forward Module.__call__ ran
-            below = frame
+            if not _is_call_helper(frame.f_code):
+                below = frame
             frame = frame.f_back
         else:
             return
@@ -325,6 +327,16 @@ def _tensors(tensor: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> lis
         elif isinstance(value, (list, tuple)):
             found.extend(item for item in value[:8] if isinstance(item, tensor))
     return found
+
+
+_MODULE_FILE = os.path.join(*torch_compat.MODULE_FILE)
+
+
+def _is_call_helper(code: CodeType) -> bool:
+    """torch's ``inner()`` between ``_call_impl`` and ``forward`` in a hooked module call."""
+    return code.co_name == torch_compat.MODULE_CALL_HELPER and code.co_filename.endswith(
+        _MODULE_FILE
+    )
 
 
 def _forward_call(forward: FrameType) -> tuple[Any, tuple[Any, ...]]:
