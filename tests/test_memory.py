@@ -122,6 +122,9 @@ async def test_the_hover_shows_a_lines_memory_and_flops(lsp: LspSession) -> None
     lsp.open(path)
     result = await lsp.run(uri, fake=True)
     assert result["status"] == "ok", result
+    # what the status bar shows, and its tooltip
+    assert result["memory"]["peak"] == "peak 12.3 MiB"
+    assert result["memory"]["text"].startswith("memory: peak 12.3 MiB on cuda:0 at main.py:")
     line = line_of(path, "logits = model(x)") - 1
     hover = await lsp.client.text_document_hover_async(
         types.HoverParams(

@@ -459,10 +459,14 @@ class Run {
       ),
     );
     log(`  ${JSON.stringify(hint)}`);
-    const status = await this.step('see "shapes only" in the status bar', async () => {
+    const status = await this.step('see "shapes only" and the peak memory in the status bar', async () => {
       const item = page.locator('.statusbar-item', { hasText: 'shapes only' }).first();
       await item.waitFor({ state: 'visible', timeout: 20_000 });
-      return item.innerText();
+      const text = await item.innerText();
+      if (!/peak \d+(\.\d)? (B|KiB|MiB|GiB)/.test(text)) {
+        throw new Error(`no peak memory in the status bar: ${JSON.stringify(text)}`);
+      }
+      return text;
     });
     log(`  status bar: ${JSON.stringify(status)}`);
   }

@@ -1,15 +1,8 @@
 // The status-bar item: running / last run time / findings count.
 import * as vscode from "vscode";
+import { finishedText, RunSummary } from "./statusText";
 
-export interface RunSummary {
-  status: string;
-  exitCode?: number;
-  lines?: number;
-  findings?: number;
-  durationS?: number;
-  message?: string;
-  shapeOnly?: boolean;
-}
+export type { RunSummary };
 
 export class RunStatusBar implements vscode.Disposable {
   private readonly item = vscode.window.createStatusBarItem("shapelens.status", vscode.StatusBarAlignment.Left, 50);
@@ -32,14 +25,9 @@ export class RunStatusBar implements vscode.Disposable {
   }
 
   finished(file: string, summary: RunSummary): void {
-    const findings = summary.findings ?? 0;
-    const time = summary.durationS !== undefined ? ` ${summary.durationS.toFixed(1)}s` : "";
-    // A shape-only run that stopped at a value it could not know went as far as shapes go.
-    const fine = summary.status === "ok" || summary.status === "shape_only_stop";
-    const icon = fine ? (findings ? "$(warning)" : "$(check)") : "$(error)";
-    const shapes = summary.shapeOnly ? " · shapes only" : "";
-    this.item.text = `${icon} ShapeLens:${time} · ${findings} finding${findings === 1 ? "" : "s"}${shapes}`;
-    this.item.tooltip = `${file}: ${summary.status}${summary.message ? ` (${summary.message})` : ""}`;
+    const { text, tooltip } = finishedText(file, summary);
+    this.item.text = text;
+    this.item.tooltip = tooltip;
   }
 
   dispose(): void {

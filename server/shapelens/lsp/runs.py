@@ -21,6 +21,7 @@ from pygls.progress import Progress
 from shapelens.lsp.notifications import DEBUG_LISTENING
 from shapelens.lsp.settings import Settings
 from shapelens.lsp.uris import path_of
+from shapelens.present.memory import peak_status
 from shapelens.runner.contract import RunRequest
 from shapelens.runner.launcher import (
     RUNNER_PACKAGE,
@@ -381,6 +382,8 @@ def _summary(trace: Trace, cancelled: bool) -> dict[str, Any]:
         "durationS": round(trace.duration_s, 3),
         "compileMode": trace.compile_mode,  # "eager", "compiled" or None (no torch.compile)
         "shapeOnly": trace.shape_only is not None,  # fake tensors: shapes, no values
+        # a shape-only run's peak memory, for the status bar
+        "memory": None if trace.memory is None else peak_status(trace.memory, os.getcwd()),
     }
 
 

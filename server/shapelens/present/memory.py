@@ -34,6 +34,19 @@ def _peak_line(peak: DevicePeak, budget: int | None, cwd: str) -> str:
     return text
 
 
+def peak_status(report: MemoryReport, cwd: str) -> dict[str, str] | None:
+    """For a status bar: the run's peak on its GPU (else its largest device), short, and the
+    summary's lines in full."""
+    devices = [d for d in report.devices if d.peak_bytes]
+    if not devices:
+        return None
+    peak = min(devices, key=lambda d: (d.device.startswith("cpu"), -d.peak_bytes))
+    short = f"peak {format_bytes(peak.peak_bytes)}"
+    if report.budget_bytes and not peak.device.startswith("cpu"):
+        short += f" ({peak.peak_bytes / report.budget_bytes:.0%})"
+    return {"peak": short, "text": "\n".join(memory_summary(report, cwd))}
+
+
 def line_figures(cost: LineCost) -> str:
     """``born 4.1 MiB, live after 8.3 MiB (peak 12.3 MiB) on cuda:0, 69.7 MFLOP``."""
     text = f"born {format_bytes(cost.born_bytes)}, live after {format_bytes(cost.live_after)}"
