@@ -137,6 +137,12 @@ async def test_the_hover_shows_a_lines_memory_and_flops(lsp: LspSession) -> None
     # 2·64·512·1024 + 2·64·1024·10 FLOPs
     assert "**memory** born 514.5 KiB, live after" in hover.contents.value
     assert "on cuda:0, 68.4 MFLOP" in hover.contents.value
+    # the editor's module view: each module's summary
+    tree = await lsp.client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="shapelens.modules", arguments=[{"uri": uri}])
+    )
+    root = next(m for m in tree["modules"] if m["path"] == "")
+    assert root["summary"].endswith("×2 · 514.5 KiB activations · 68.4 MFLOP"), root["summary"]
 
 
 def test_each_module_s_activations_and_flops_and_the_totals(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

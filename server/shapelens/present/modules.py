@@ -42,10 +42,15 @@ def shapes_text(slots: Sequence[TensorSlot], limit: int = 2) -> str:
 
 
 def module_summary(module: ModuleCall) -> str:
-    """``4.2k params · (4,64,64) → (4,64,65) ×22``."""
+    """``4.2k params · (4,64,64) → (4,64,65) ×22``, and in a shape-only run what its forward
+    keeps for the backward and its FLOPs: ``· 514.5 KiB activations · 68.4 MFLOP``."""
     flow = f"{shapes_text(module.inputs)} → {shapes_text(module.outputs)}"
     calls = calls_text(module.calls, module.calls_sampled)
-    return f"{count_text(module.params)} params · {flow} {calls}"
+    text = f"{count_text(module.params)} params · {flow} {calls}"
+    cost = module.cost
+    if cost is not None:
+        text += f" · {format_bytes(cost.activation_bytes)} activations · {format_flops(cost.flops)}"
+    return text
 
 
 def calls_text(calls: int, sampled: bool) -> str:
