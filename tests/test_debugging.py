@@ -4,9 +4,13 @@ complete, and the inline-value helper describes tensors in the paused frame. Run
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -52,16 +56,33 @@ def start_debug_run(tmp_path: Path, source: str) -> tuple[subprocess.Popen[str],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # the run, its child and debugpy's adapter: one group
     )
     assert process.stderr is not None
+    # A run that dies before its announcement can leave debugpy's adapter holding stderr
+    # open: the group is killed after a while, so the read below always ends.
+    watchdog = threading.Timer(120, end_debug_run, [process])
+    watchdog.start()
     seen = []
-    for line in process.stderr:  # the announcement, not a sleep
-        seen.append(line)
-        found = re.search(r"listening on (127\.0\.0\.1):(\d+)", line)
-        if found:
-            break
+    found = None
+    try:
+        for line in process.stderr:  # the announcement, not a sleep
+            seen.append(line)
+            found = re.search(r"listening on (127\.0\.0\.1):(\d+)", line)
+            if found:
+                break
+    finally:
+        watchdog.cancel()
+    if found is None:
+        end_debug_run(process)
     assert found, seen
     return process, DapClient(found[1], int(found[2])), script
+
+
+def end_debug_run(process: subprocess.Popen[str]) -> None:
+    """Kill what is left of the run's process group (an adapter that outlived its program)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 def attach(client: DapClient, script: Path, lines: list[int]) -> list[dict[str, Any]]:
@@ -109,7 +130,10 @@ def test_breakpoints_hit_every_time_and_the_trace_is_complete(tmp_path: Path) ->
         }
     finally:
         client.close()
-        out, _ = process.communicate(timeout=60)
+        try:
+            out, _ = process.communicate(timeout=60)
+        finally:
+            end_debug_run(process)
     assert process.returncode == 0
     assert "done" in out
     import json
@@ -217,5 +241,8 @@ def test_variables_watch_and_hover_show_tensors_by_shape(tmp_path: Path) -> None
         client.event("terminated", "exited")
     finally:
         client.close()
-        process.communicate(timeout=60)
+        try:
+            process.communicate(timeout=60)
+        finally:
+            end_debug_run(process)
     assert process.returncode == 0

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.backend
 
 nbformat = need("nbformat")
 nbclient = need("nbclient")
+jupyter_client = need("jupyter_client")
 need("torch")
 
 SCHEMA = Path(__file__).resolve().parents[1] / "server" / "shapelens" / "trace" / "schema.json"
@@ -64,9 +65,14 @@ class Session:
         self.notebook = nbformat.v4.new_notebook()
         self.notebook.cells = [nbformat.v4.new_code_cell(text) for text in CELLS.values()]
         self.index = {name: i for i, name in enumerate(CELLS)}
+        # Over Unix sockets, not TCP: a kernel's ports are chosen before it binds them, and a
+        # test running beside it (a debug run's adapter) could take one in between.
+        manager = jupyter_client.KernelManager(
+            kernel_name="python3", transport="ipc", ip=str(folder / "kernel-ipc")
+        )
         self.client = nbclient.NotebookClient(
             self.notebook,
-            kernel_name="python3",
+            km=manager,
             timeout=180,
             allow_errors=True,
             resources={"metadata": {"path": str(folder)}},
