@@ -6,27 +6,27 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 _BINARY = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
-_DECIMAL = ("", "K", "M", "G", "T", "P", "E")
+_DECIMAL = ("FLOP", "KFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP", "EFLOP")
+
+
+def _scaled(count: int, units: tuple[str, ...], step: int) -> str:
+    """``count`` in the largest unit that keeps it under ``step``; whole in the first."""
+    value = float(count)
+    for index, unit in enumerate(units):
+        if abs(value) < step or index == len(units) - 1:
+            return f"{count} {unit}" if index == 0 else f"{value:.1f} {unit}"
+        value /= step
+    raise AssertionError("unreachable")
 
 
 def format_bytes(count: int) -> str:
     """``12897444`` → ``12.3 MiB`` (binary units, as ``nvidia-smi`` and torch print)."""
-    value = float(count)
-    for unit in _BINARY:
-        if abs(value) < 1024 or unit == _BINARY[-1]:
-            return f"{count} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
+    return _scaled(count, _BINARY, 1024)
 
 
 def format_flops(count: int) -> str:
     """``276299776`` → ``276.3 MFLOP``."""
-    value = float(count)
-    for unit in _DECIMAL:
-        if abs(value) < 1000 or unit == _DECIMAL[-1]:
-            return f"{count} FLOP" if unit == "" else f"{value:.1f} {unit}FLOP"
-        value /= 1000
-    raise AssertionError("unreachable")
+    return _scaled(count, _DECIMAL, 1000)
 
 
 def breakdown_text(parts: Iterable[tuple[str, int]]) -> str:
