@@ -164,3 +164,48 @@ def test_each_module_s_activations_and_flops_and_the_totals(script, tmp_path: Pa
         "total: 535.6k params (535.6k trainable), 2.0 MiB of parameters; a forward keeps "
         "514.5 KiB for the backward, 68.4 MFLOP"
     ) in listing
+
+
+LSTM = """
+import torch
+
+lstm = torch.nn.LSTM(5, 7, num_layers=2)
+x = torch.randn(10, 3, 5)
+out, _ = lstm(x)
+"""
+
+
+def _storages_born(run: Any) -> tuple[int, int]:
+    """(bytes of the new storages ``run()`` makes on the CPU, of which oneDNN's LSTM
+    workspaces), counted on real tensors."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    kept: dict[int, Any] = {}  # held, so no storage's address is reused meanwhile
+    workspace = 0
+
+    class Born(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            nonlocal workspace
+            out = func(*args, **(kwargs or {}))
+            outputs = out if isinstance(out, (tuple, list)) else (out,)
+            for tensor in outputs:
+                if isinstance(tensor, torch.Tensor):
+                    kept.setdefault(tensor.untyped_storage()._cdata, tensor.untyped_storage())
+            if func is torch.ops.aten.mkldnn_rnn_layer.default:
+                workspace += outputs[3].untyped_storage().nbytes()
+            return out
+
+    with Born():
+        run()
+    return sum(s.nbytes() for s in kept.values()), workspace
+
+
+def test_an_lstm_counts_the_workspace_onednn_keeps_for_its_backward(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # the fake kernel of oneDNN's LSTM layer returns an empty workspace; the CPU's holds one
+    # for the backward: a shape-only run counts the CPU kernel's own
+    main = script(LSTM)
+    memory = _memory(run_cli("--fake", "main.py", cwd=tmp_path))
+    lstm, x = torch.nn.LSTM(5, 7, num_layers=2), torch.randn(10, 3, 5)
+    born, workspace = _storages_born(lambda: lstm(x))
+    assert workspace > 0
+    assert _line(memory, main, "out, _ = lstm(x)")["born_bytes"] == born

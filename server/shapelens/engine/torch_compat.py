@@ -266,3 +266,10 @@ def flop_formulas() -> dict[Any, Callable[..., int]]:
 def op_packet(func: Any) -> Any:
     """The ``OpOverloadPacket`` of an op overload (``aten.mm`` of ``aten.mm.default``)."""
     return func._overloadpacket
+
+
+def onednn_rnn_layer(torch: Any) -> Any:
+    """oneDNN's LSTM layer on the CPU (``aten.mkldnn_rnn_layer.default``, 2.1 to 2.14; None
+    before): its fake kernel returns an empty workspace where the real one keeps megabytes."""
+    packet = getattr(torch.ops.aten, "mkldnn_rnn_layer", None) if hasattr(torch, "ops") else None
+    return getattr(packet, "default", None)

@@ -38,12 +38,14 @@ class MemoryWatch:
         self._parameters: weakref.WeakSet[Any] = weakref.WeakSet()
         self._calls: list[int] = []
         """ids of the modules whose forward is running, outermost first."""
+        self._workspaces: dict[tuple[Any, ...], int] = {}
 
     # -- installing ----------------------------------------------------------------------
     def start(self, torch: Any) -> None:
         """Watch from here on (after the fake mode, so ops reach it with fake tensors)."""
         self._torch = torch
         self._flops = torch_compat.flop_formulas()
+        self._rnn_layer = torch_compat.onednn_rnn_layer(torch)
         self._hook_optimizer_steps(torch)
         self._wrap_backward(torch)
         self._watch_parameters(torch)
@@ -168,8 +170,9 @@ class MemoryWatch:
         born = 0
         if outputs:
             category = self._category(torch, args, kwargs)
+            sizes = self._workspace(func, args, kwargs, outputs)
             for tensor in outputs:
-                device, new = self._count(tensor, where, category)
+                device, new = self._count(tensor, where, category, sizes.get(id(tensor)))
                 devices.add(device)
                 born += new if category == "activations" else 0
         formula = self._flops.get(torch_compat.op_packet(func))
@@ -198,14 +201,51 @@ class MemoryWatch:
             return "activations"
         return "other"
 
-    def _count(self, tensor: Any, where: Where, category: str) -> tuple[str, int]:
-        """(its device, the bytes of its storage when new here, else 0)."""
+    def _workspace(
+        self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], outputs: list[Any]
+    ) -> dict[int, int]:
+        """id of an output → the bytes its kernel really allocates, where the fake kernel's
+        differ: oneDNN's LSTM layer on the CPU keeps a workspace for the backward (25 MiB for
+        100 steps of 16 × 256) that its fake kernel returns empty. Its size is oneDNN's
+        own: the real kernel runs once per shape on zeros (up to :data:`_PROBE_BYTES`)."""
+        if (
+            func is not self._rnn_layer
+            or len(outputs) != 4
+            or outputs[3].untyped_storage().nbytes()
+        ):
+            return {}
+        torch = self._torch
+        tensors = _tensors(torch.Tensor, args)
+        if not args[-1] or any(t.device.type != "cpu" for t in tensors):
+            return {}  # inference (no workspace), or not the CPU's kernel
+        key = tuple(
+            (tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else repr(a) for a in args
+        )
+        nbytes = self._workspaces.get(key)
+        if nbytes is None:
+            nbytes = 0
+            if sum(t.numel() * t.element_size() for t in tensors) <= _PROBE_BYTES:
+                with torch_compat.unset_fake_temporarily():
+                    real = [
+                        torch.zeros(a.shape, dtype=a.dtype) if isinstance(a, torch.Tensor) else a
+                        for a in args
+                    ]
+                    nbytes = int(func(*real, **kwargs)[3].untyped_storage().nbytes())
+            self._workspaces[key] = nbytes
+        return {id(outputs[3]): nbytes} if nbytes else {}
+
+    def _count(
+        self, tensor: Any, where: Where, category: str, nbytes: int | None = None
+    ) -> tuple[str, int]:
+        """(its device, the bytes of its storage when new here, else 0); ``nbytes``: what
+        the device really allocates for it, where the fake kernel says otherwise."""
         device = values.device_name(tensor.device) or "cpu"
         storage = tensor.untyped_storage()
         key = torch_compat.storage_key(storage)
         if self.ledger.tracks(key):
             return device, 0
-        nbytes = int(storage.nbytes())
+        if nbytes is None:
+            nbytes = int(storage.nbytes())
         self.ledger.allocated(key, nbytes, device, category, where)
         self._refs[key] = weakref.ref(storage, self._on_free(key))
         return device, nbytes
@@ -248,6 +288,9 @@ def _restorer(owner: Any, name: str, original: Any) -> Callable[[], None]:
 def _gpu_first(device: str) -> tuple[bool, str]:
     return (device.startswith("cpu"), device)
 
+
+_PROBE_BYTES = 2**28
+"""The most bytes of arguments a kernel is run with, for real, to learn its workspace."""
 
 _MODE: type | None = None
 
