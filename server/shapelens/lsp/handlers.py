@@ -9,6 +9,8 @@ from typing import Any
 
 from lsprotocol import types
 
+from shapelens.lsp.features.code_actions import KIND as CODE_ACTION_KIND
+from shapelens.lsp.features.code_actions import code_actions_for
 from shapelens.lsp.features.code_lens import lenses_for
 from shapelens.lsp.features.hover import hover_for
 from shapelens.lsp.features.inlay_hints import hint_document, inlay_hints_for, resolve_hint
@@ -119,6 +121,16 @@ def text_document_code_lens(
     return lenses_for(document.source, document.uri, path, modules)
 
 
+def text_document_code_action(
+    ls: ShapeLensServer, params: types.CodeActionParams
+) -> list[types.CodeAction]:
+    document = ls.open_document(params.text_document.uri)
+    view = ls.view_of(document) if document is not None else None
+    if document is None or view is None:
+        return []
+    return code_actions_for(view, document, params.range, params.context.only)
+
+
 FEATURES: dict[str, Callable[..., Any]] = {
     types.INITIALIZE: initialize,
     types.INITIALIZED: initialized,
@@ -135,5 +147,11 @@ FEATURES: dict[str, Callable[..., Any]] = {
     types.TEXT_DOCUMENT_INLAY_HINT: text_document_inlay_hint,
     types.INLAY_HINT_RESOLVE: inlay_hint_resolve,
     types.TEXT_DOCUMENT_CODE_LENS: text_document_code_lens,
+    types.TEXT_DOCUMENT_CODE_ACTION: text_document_code_action,
 }
 """LSP method → handler, registered by ``lsp.server.create_server``."""
+
+FEATURE_OPTIONS: dict[str, Any] = {
+    types.TEXT_DOCUMENT_CODE_ACTION: types.CodeActionOptions(code_action_kinds=[CODE_ACTION_KIND]),
+}
+"""What a feature's capability declares beyond "supported" (by LSP method)."""
