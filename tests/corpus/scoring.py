@@ -33,8 +33,12 @@ from typing import Any
 
 CRASH_KINDS = ("shape_mismatch", "dtype_mismatch", "device_mismatch", "op_error")
 """Findings of an exception out of a torch call."""
-SILENT_KINDS = ("broadcast", "nonfinite", "library_warning", "degenerate_op")
-"""Findings of a program that runs on, computing something wrong."""
+SILENT_KINDS = ("broadcast", "nonfinite", "library_warning", "degenerate_op", "shape_comment")
+"""Findings of a program that runs on, computing something wrong (or documenting it wrong:
+a stale shape comment)."""
+SCORED_AT_ANY_SEVERITY = frozenset({"shape_comment"})
+"""Info findings that are still claims about the code: one on a clean program is a false
+alarm, whatever its severity."""
 SCORED_KINDS = CRASH_KINDS + SILENT_KINDS
 SCORE_CATEGORIES = ("crash-line", "cause-line", "silent")
 
@@ -189,7 +193,12 @@ def score_findings(
     """Score one program; findings are deduplicated by (kind, file, line), kinds outside
     ``SCORED_KINDS`` and findings of a severity in ``ignore_severities`` are left out."""
     ignored = set(ignore_severities)
-    scored = [f for f in findings if f.kind in SCORED_KINDS and f.severity not in ignored]
+    scored = [
+        f
+        for f in findings
+        if f.kind in SCORED_KINDS
+        and (f.severity not in ignored or f.kind in SCORED_AT_ANY_SEVERITY)
+    ]
     wanted = {(e.kind, e.file, e.line) for e in expected if e.marker == "expect"}
     causes = [e for e in expected if e.marker == "cause"]
     cause_sites = {(e.file, e.line) for e in causes}

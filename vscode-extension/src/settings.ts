@@ -19,7 +19,7 @@ export interface Settings {
   extraEnv: Record<string, string>;
   timeout: number | null;
   traceDir: string; // one more folder where notebook kernels write their traces ("": none)
-  findings: { broadcast: boolean; mismatch: boolean; nonfinite: boolean; warnings: boolean; degenerate: boolean; nonfiniteOnGpu: boolean };
+  findings: { broadcast: boolean; mismatch: boolean; nonfinite: boolean; warnings: boolean; degenerate: boolean; shapeComments: boolean; nonfiniteOnGpu: boolean };
 }
 
 export const DEFAULTS: Settings = {
@@ -37,7 +37,7 @@ export const DEFAULTS: Settings = {
   extraEnv: {},
   timeout: null,
   traceDir: "",
-  findings: { broadcast: true, mismatch: true, nonfinite: true, warnings: true, degenerate: true, nonfiniteOnGpu: false },
+  findings: { broadcast: true, mismatch: true, nonfinite: true, warnings: true, degenerate: true, shapeComments: true, nonfiniteOnGpu: false },
 };
 
 export type Getter = (key: string) => unknown;
@@ -78,6 +78,7 @@ export function readSettings(get: Getter): { settings: Settings; problems: strin
       nonfinite: pick("findings.nonfinite", true, isBool),
       warnings: pick("findings.warnings", true, isBool),
       degenerate: pick("findings.degenerate", true, isBool),
+      shapeComments: pick("findings.shapeComments", true, isBool),
       nonfiniteOnGpu: pick("findings.nonfiniteOnGpu", false, isBool),
     },
   };
@@ -97,6 +98,7 @@ export function serverSettings(settings: Settings, interpreter: string): { shape
         nonfinite: settings.findings.nonfinite,
         warnings: settings.findings.warnings,
         degenerate: settings.findings.degenerate,
+        shapeComments: settings.findings.shapeComments,
       },
       nonfiniteOnGpu: settings.findings.nonfiniteOnGpu,
       maxHintLength: Math.min(settings.maxHintLength, 200),

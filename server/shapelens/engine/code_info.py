@@ -48,6 +48,7 @@ class CodeInfo:
         "loop_headers",
         "op_sites",
         "read_at",
+        "shape_comments",
         "source",
         "stale",
         "statement_of",
@@ -117,6 +118,12 @@ class CodeInfo:
             line: counter for line, counter in source.counter_of.items() if line in statements
         }
         self.loop_headers = source.loop_headers & statements
+        # The shape comments about its statements (and its def line: the arguments).
+        self.shape_comments = {
+            line: comment
+            for line, comment in source.shape_comments().items()
+            if line in statements or line == self.def_line
+        }
         self.loop_exits = records.loop_exits_table(file)
         # Statements whose line events are off: statement → the backend's re-arm generation
         # then (an event of the same generation is another line of the same statement).

@@ -18,6 +18,7 @@ from typing import Any
 from shapelens.engine.findings.elementwise import OPERATOR_OF_NAME
 from shapelens.engine.findings.intent import reduced_to_scalar, shaping_of
 from shapelens.engine.scope import UserCodeScope
+from shapelens.engine.shape_comments import ShapeComment, shape_comments
 
 # A tiny expression tree the broadcast check evaluates with operand shapes:
 #   ("name", path)            path: ("y",) or ("self", "bias")
@@ -107,6 +108,14 @@ class SourceMap:
     target_stores: dict[int, tuple[str, ...]] = field(default_factory=dict)
     """Statement → what it stores into that is not a plain name: ``self.weight`` for
     ``self.weight = …``, ``pe`` for ``pe[:, 0::2] = …`` (read after the store)."""
+    _comments: list[dict[int, ShapeComment]] = field(default_factory=list, compare=False)
+
+    def shape_comments(self) -> dict[int, ShapeComment]:
+        """Statement → the shape comment its author wrote about it (read once, on demand)."""
+        if not self._comments:
+            definitions = frozenset(self.def_line_of.values())
+            self._comments.append(shape_comments(self.lines, self.statement_of, definitions))
+        return self._comments[0]
 
     def text(self, line: int) -> str:
         return self.lines[line - 1].rstrip("\n") if 0 < line <= len(self.lines) else ""

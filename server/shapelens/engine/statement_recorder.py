@@ -46,6 +46,7 @@ from shapelens.engine.findings.nonfinite import NonfiniteRule, NonfiniteValue
 from shapelens.engine.findings.op_watch import Called, OpWatch
 from shapelens.engine.findings.provenance import Provenance
 from shapelens.engine.findings.rule import Rule
+from shapelens.engine.findings.shape_comment import CommentedStatement, ShapeCommentRule
 from shapelens.engine.reading import Reader
 from shapelens.engine.run_records import RunRecords, VarStats
 from shapelens.engine.scope import UserCodeScope
@@ -108,6 +109,7 @@ class StatementRecorder:
         self._degenerate: Rule[CallSeen | ValuesChanged] | None = (
             DegenerateRule(facts) if findings.degenerate else None
         )
+        self._shape_comment = ShapeCommentRule(facts) if findings.shape_comments else None
         if findings.nonfinite:
             self._reader.check_value = self._check_value
         self._last_exception: tuple[int, type] | None = None
@@ -212,9 +214,12 @@ class StatementRecorder:
             self._read_last_values(frame, info)
         if value is not None and previous != NO_STATEMENT:
             line = frame.f_lineno
-            self._reader.read_returned(
-                info, info.statement_of.get(line, line), "<yield>" if yielded else "<return>", value
-            )
+            statement = info.statement_of.get(line, line)
+            self._reader.read_returned(info, statement, "<yield>" if yielded else "<return>", value)
+            if not yielded and statement in info.shape_comments:
+                self._check_comment(frame, info, statement, (), returned=value)
+        if self._shape_comment is not None and not yielded:
+            self._shape_comment.forget(frame)
 
     def exception_raised(
         self,
@@ -337,6 +342,8 @@ class StatementRecorder:
                 listener()
         dense = hit < info.dense_until.get(line, DENSE_HITS)
         info.read_at[line] = hit + 1 if dense else hit + SAMPLE_GAP
+        if line in info.shape_comments:
+            self._check_comment(frame, info, line, names, arguments=arguments)
 
     def _rarely_called(self, info: CodeInfo) -> bool:
         return info.hits.get(info.def_line, 0) <= DENSE_HITS
@@ -426,6 +433,25 @@ class StatementRecorder:
                 file=info.file, line=line, expression=expression or None, op=called.op,
                 inputs=called.inputs, result=result,
             )  # fmt: skip
+
+    def _check_comment(
+        self,
+        frame: FrameType,
+        info: CodeInfo,
+        line: int,
+        stored: tuple[str, ...],
+        *,
+        returned: Any = None,
+        arguments: bool = False,
+    ) -> None:
+        """A read hit of a statement with a shape comment is over: check the comment."""
+        if self._shape_comment is None:
+            return
+        seen = CommentedStatement(
+            frame=frame, info=info, line=line, comment=info.shape_comments[line],
+            stored=stored, returned=returned, arguments=arguments,
+        )  # fmt: skip
+        self._add(self._shape_comment.observe(seen))
 
     def _values_changed(self, info: CodeInfo, line: int) -> None:
         if self._degenerate is not None:

@@ -66,6 +66,8 @@ def _sentence(finding: Finding) -> str:
         return _degenerate(finding)
     if finding.kind == "out_of_memory" and finding.memory is not None:
         return out_of_memory_sentence(finding.memory)
+    if finding.kind == "shape_comment":
+        return _shape_comment(finding)
     return _generic(finding)
 
 
@@ -247,6 +249,13 @@ def _degenerate(finding: Finding) -> str:
     """``F.log_softmax of `logits` (32, 1) float32`` (the advice says why it is useless)."""
     operands = ", ".join(_describe(o) for o in finding.operands)
     return f"{finding.op or '?'} of {operands or finding.expression}"
+
+
+def _shape_comment(finding: Finding) -> str:
+    """```# (B, nh, T, hs)`` says (B, nh, T, hs); `v` was (2, 8, 4, 8)`` (the advice says
+    which dim disagrees)."""
+    subject = ", ".join(_describe(o) for o in finding.operands)
+    return f"the comment says {finding.expected}, but {subject}"
 
 
 def _generic(finding: Finding) -> str:

@@ -52,6 +52,13 @@ class FindingsConfig:
         help="Warn where a torch call does nothing useful: softmax over a dim of size 1, a "
         "keepdim reduction of size-1 dims, a squeeze() that also drops a batch of one.",
     )
+    shape_comments: bool = setting(
+        True,
+        flag="--no-findings",
+        key="findings.shapeComments",
+        help="Check the shape comments in your code (`# (B, T, C)`, `# x: [N, D]`, "
+        "`# (B, T) -> (B, T, V)`) against the shapes that ran, and say where one is stale.",
+    )
     nonfinite_max_elements: int = setting(
         1_000_000,
         flag="--nonfinite-max-elements",

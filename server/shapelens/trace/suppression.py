@@ -2,7 +2,7 @@
 
 ``# shapelens: ignore`` silences every kind. Groups as in ``--no-findings``: ``mismatch``
 covers ``device_mismatch`` and ``dtype_mismatch``, ``warnings`` covers ``library_warning``,
-``degenerate`` covers ``degenerate_op``.
+``degenerate`` covers ``degenerate_op``, ``shape_comments`` covers ``shape_comment``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ _GROUPS = {
     "mismatch": ("device_mismatch", "dtype_mismatch", "shape_mismatch"),
     "warnings": ("library_warning",),
     "degenerate": ("degenerate_op",),
+    "shape_comments": ("shape_comment",),
 }
 
 

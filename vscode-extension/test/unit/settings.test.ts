@@ -29,7 +29,7 @@ describe("readSettings", () => {
     expect(settings.coverage).toBe(false);
     expect(settings.extraArgs).toEqual(["--lr", "0.1"]);
     expect(settings.extraEnv).toEqual({});
-    expect(settings.findings).toEqual({ broadcast: false, mismatch: true, nonfinite: true, warnings: true, degenerate: true, nonfiniteOnGpu: false });
+    expect(settings.findings).toEqual({ broadcast: false, mismatch: true, nonfinite: true, warnings: true, degenerate: true, shapeComments: true, nonfiniteOnGpu: false });
     expect(problems).toEqual([
       "shapelens.maxHintLength: invalid value 3, using the default",
       'shapelens.coverage: invalid value "yes", using the default',
@@ -48,7 +48,7 @@ describe("readSettings", () => {
         interpreter: "/venv/bin/python",
         extraEnv: {},
         timeout: 30,
-        findings: { broadcast: true, mismatch: false, nonfinite: true, warnings: true, degenerate: true },
+        findings: { broadcast: true, mismatch: false, nonfinite: true, warnings: true, degenerate: true, shapeComments: true },
         nonfiniteOnGpu: false,
         maxHintLength: 80,
         hintFormat: "compact",

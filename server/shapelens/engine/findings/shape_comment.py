@@ -1,0 +1,302 @@
+"""``shape_comment``: a shape comment that disagrees with what ran (``# (B, T, hs)`` on a
+line that made ``(B, nh, T, hs)``).
+
+A comment's names are bound from the run where the program binds them: the frame's ints
+(``B, T, C = x.size()``), ``self.<name>``, a config's attribute (``self.config.n_embd``,
+``config.n_embd``, ``args.<name>``), a module-level constant. A name bound nowhere (``nh``,
+``hs``) is free: the first dim it meets in a call binds it, and every later comment of the
+same call (of the same loop iteration, inside a loop) must agree. A dim whose names are
+neither bound nor free-bound yet (``T+1`` before any ``T``), or bound to something other
+than an int, is not checked: a finding says only what the run showed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from shapelens.engine import values
+from shapelens.engine.code_info import CodeInfo
+from shapelens.engine.findings.context import RunFacts, resolver, shape_of
+from shapelens.engine.findings.finding import Finding
+from shapelens.engine.shape_comments import Dim, ShapeComment, WrittenShape, evaluate, names_in
+
+_OWNERS = ("self", "self.config", "self.cfg", "config", "cfg", "args", "hparams", "opt")
+"""Where a comment's bare name is looked up after the frame's own names: ``n_head`` is
+``self.n_head`` or ``self.config.n_head`` (nanoGPT), ``args.batch_size`` (argparse)."""
+_CAPACITY = re.compile(r"batch|block|max|len|context|ctx|seq|window", re.IGNORECASE)
+"""Names of capacities, not sizes (``batch_size``, ``block_size``, ``max_len``): bound by a
+config or a module constant, a dim smaller than one is the last batch or a short prompt."""
+_OPAQUE = object()
+"""A name bound to something that is not a size: its dims are not checked."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommentedStatement:
+    """A read hit of a statement with a shape comment just completed (or its frame returned
+    ``returned``, for ``return x  # (B, T, C)``)."""
+
+    frame: FrameType
+    info: CodeInfo
+    line: int
+    comment: ShapeComment
+    stored: tuple[str, ...]
+    returned: Any = None
+    arguments: bool = False
+
+
+@dataclass
+class _Scope:
+    """One call's free names."""
+
+    call: int
+    free: dict[str, tuple[int, int, int, int]]
+    """name → (size, the line that bound it, the statement pacing that line, its hits then)."""
+
+
+class ShapeCommentRule:
+    def __init__(self, facts: RunFacts) -> None:
+        self._facts = facts
+        self._scopes: dict[int, _Scope] = {}
+        self._reported: set[tuple[str, int]] = set()
+
+    def observe(self, seen: CommentedStatement) -> list[Finding]:
+        where = (seen.info.file, seen.comment.line)
+        if where in self._reported:
+            return []
+        subject = _subject(seen)
+        if subject is None:
+            return []
+        name, value = subject
+        shape = shape_of(value)
+        if not shape and shape != ():
+            return []
+        if values.kind_of(value) not in (values.TORCH, values.ARRAY):
+            return []
+        checks = [(seen.comment.result, name, value, shape), *_inputs(seen)]
+        sizes = _Sizes(seen, self._scope(seen))
+        for written, label, operand, actual in checks:
+            wrong = _disagreement(written, actual, sizes, prose=seen.comment.prose)
+            if wrong is not None:
+                self._reported.add(where)
+                return [
+                    Finding(
+                        kind="shape_comment",
+                        severity="info",
+                        file=seen.info.file,
+                        line=seen.comment.line,
+                        expression=seen.comment.text,
+                        operands=(self._facts.operand(label, operand, actual),),
+                        expected=written.text,
+                        advice=wrong,
+                    )
+                ]
+        return []
+
+    def forget(self, frame: FrameType) -> None:
+        """``frame`` returned: its free names go with it."""
+        self._scopes.pop(id(frame), None)
+
+    def _scope(self, seen: CommentedStatement) -> _Scope:
+        info = seen.info
+        call = 0 if info.is_module else info.hits.get(info.def_line, 0)
+        scope = self._scopes.get(id(seen.frame))
+        if scope is None or scope.call != call:  # a frame id reused by a later call
+            scope = self._scopes[id(seen.frame)] = _Scope(call=call, free={})
+        return scope
+
+
+def _subject(seen: CommentedStatement) -> tuple[str, Any] | None:
+    """The one value the comment is about: the returned value, the named target, or the
+    statement's only stored tensor (several: the comment does not say which)."""
+    if seen.returned is not None:
+        return ("<return>", seen.returned)
+    scope = seen.frame.f_locals
+    target = seen.comment.target
+    if target is not None:
+        if target not in seen.stored:
+            return None
+        return (target, scope.get(target))
+    if seen.arguments:
+        return None  # a def line's comment: about the arguments or the return, unsaid
+    tensors = []
+    for name in seen.stored:
+        value = scope.get(name) if "." not in name else resolver(seen.frame)(tuple(name.split(".")))
+        if values.kind_of(value) in (values.TORCH, values.ARRAY):
+            tensors.append((name, value))
+    return tensors[0] if len(tensors) == 1 else None
+
+
+def _inputs(seen: CommentedStatement) -> list[tuple[WrittenShape, str, Any, tuple[int, ...]]]:
+    """A chain's input shapes with the operands they are about: the statement's plain-name
+    operands (``att @ v``, ``self.proj(x)``) when there are as many as the chain's inputs and
+    the statement did not rebind them."""
+    written = seen.comment.inputs
+    if not written or seen.returned is not None:
+        return []
+    statement = seen.info.source.statements.get(seen.line)
+    value = getattr(statement, "value", None)
+    operands: list[str] = []
+    if value is not None and type(value).__name__ == "BinOp":
+        operands = [getattr(side, "id", "") for side in (value.left, value.right)]
+    elif value is not None and type(value).__name__ == "Call":
+        operands = [getattr(arg, "id", "") for arg in value.args]
+    if len(operands) != len(written) or not all(operands):
+        return []
+    scope = seen.frame.f_locals
+    found = []
+    for shape, name in zip(written, operands, strict=True):
+        if name in seen.stored:
+            return []
+        value = scope.get(name)
+        actual = shape_of(value)
+        if actual is None or values.kind_of(value) not in (values.TORCH, values.ARRAY):
+            return []
+        found.append((shape, name, value, actual))
+    return found
+
+
+class _Sizes:
+    """What a comment's names stand for on this hit: bound from the run, or free."""
+
+    def __init__(self, seen: CommentedStatement, scope: _Scope) -> None:
+        self._seen = seen
+        self._scope = scope
+        self._resolve = resolver(seen.frame)
+        info = seen.info
+        self._pacer = info.counter_of.get(seen.line, info.def_line)
+        self._pace = info.hits.get(self._pacer, 0)
+
+    def bound(self, name: str) -> int | object | None:
+        """The size the program binds ``name`` to; ``_OPAQUE`` when it binds it to
+        something else; None when it binds it nowhere (free)."""
+        return self.binding(name)[0]
+
+    def binding(self, name: str) -> tuple[int | object | None, bool]:
+        """``bound(name)``, and whether the frame binds it itself (``B, T = x.shape``)
+        rather than a config, an attribute or the module."""
+        paths = [name] if "." in name else [name] + [f"{o}.{name}" for o in _OWNERS]
+        local = self._seen.frame.f_locals
+        for path in paths:
+            try:
+                value = self._resolve(tuple(path.split(".")))
+            except Exception:
+                continue
+            if value is None or (path == name and callable(value)):
+                continue  # a builtin (`len`, `id`) is not a binding of the comment's name
+            size = _size(value)
+            return (_OPAQUE if size is None else size), path == name and name in local
+        return None, False
+
+    def free(self, name: str) -> int | None:
+        """The size a free name took earlier in this call (this loop iteration)."""
+        entry = self._scope.free.get(name)
+        if entry is None:
+            return None
+        size, line, pacer, pace = entry
+        if line == self._seen.line or self._seen.info.hits.get(pacer, 0) != pace:
+            return None  # bound on an earlier iteration of its loop (or of this line)
+        return size
+
+    def bound_at(self, name: str) -> int:
+        return self._scope.free[name][1]
+
+    def bind(self, name: str, size: int) -> None:
+        if self._seen.info.is_module:
+            return  # a script's top level reuses its letters loosely: no call to hold them
+        self._scope.free[name] = (size, self._seen.line, self._pacer, self._pace)
+
+    def known(self, name: str) -> int | None:
+        bound = self.bound(name)
+        if bound is _OPAQUE:
+            return None
+        return bound if isinstance(bound, int) else self.free(name)
+
+
+def _size(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if (
+        type(value).__module__ == "numpy"
+        and hasattr(value, "__index__")
+        and not hasattr(value, "shape")
+    ):
+        return int(value)  # pragma: no cover - numpy ints are rare as sizes
+    return None
+
+
+def _disagreement(
+    written: WrittenShape, actual: tuple[int, ...], sizes: _Sizes, *, prose: bool
+) -> str | None:
+    """Why ``actual`` is not ``written`` (None: it agrees, or the run cannot tell)."""
+    dims = written.dims
+    rest = next((i for i, d in enumerate(dims) if d.rest), None)
+    if rest is None and len(dims) != len(actual):
+        if prose:
+            return None
+        return f"{len(dims)} dims in the comment, {len(actual)} in the run"
+    if rest is not None and len(actual) < len(dims) - 1:
+        if prose:
+            return None
+        return f"at least {len(dims) - 1} dims in the comment, {len(actual)} in the run"
+    pairs = _aligned(dims, actual, rest)
+    new: dict[str, tuple[int, int]] = {}  # free names this comment binds: name → (size, dim)
+    for index, dim, size in pairs:
+        if dim.name is None:
+            continue
+        bound, local = sizes.binding(dim.name)
+        if bound is _OPAQUE:
+            continue
+        if isinstance(bound, int):
+            if size < bound and not local and _CAPACITY.search(dim.name):
+                continue
+            if bound != size:
+                return _wrong(index, dim, bound, size, "as the program binds it")
+            continue
+        earlier = new.get(dim.name)
+        if earlier is not None:
+            if earlier[0] != size:
+                return _wrong(index, dim, earlier[0], size, f"as dim {earlier[1]}")
+            continue
+        before = sizes.free(dim.name)
+        if before is not None:
+            if before != size:
+                line = sizes.bound_at(dim.name)
+                return _wrong(index, dim, before, size, f"at line {line} of this call")
+            continue
+        new[dim.name] = (size, index)
+    for name, (size, _) in new.items():
+        sizes.bind(name, size)
+    for index, dim, size in pairs:
+        if dim.size is not None and dim.size != size:
+            return f"dim {index} is {dim.text} in the comment, {size} in the run"
+        if dim.expr is not None:
+            known = {n: sizes.known(n) for n in names_in(dim.expr)}
+            if any(v is None for v in known.values()):
+                continue
+            expected = evaluate(dim.expr, {n: v for n, v in known.items() if v is not None})
+            if expected is not None and expected != size:
+                shown = int(expected) if float(expected).is_integer() else expected
+                bindings = ", ".join(f"{n}={v}" for n, v in known.items())
+                return f"dim {index} is {dim.text} = {shown} ({bindings}), {size} in the run"
+    return None
+
+
+def _aligned(
+    dims: tuple[Dim, ...], actual: tuple[int, ...], rest: int | None
+) -> list[tuple[int, Dim, int]]:
+    if rest is None:
+        return [(i, d, s) for i, (d, s) in enumerate(zip(dims, actual, strict=True))]
+    after = len(dims) - rest - 1
+    head = [(i, dims[i], actual[i]) for i in range(rest)]
+    tail_start = len(actual) - after
+    tail = [(tail_start + j, dims[rest + 1 + j], actual[tail_start + j]) for j in range(after)]
+    return head + tail
+
+
+def _wrong(index: int, dim: Dim, expected: int, size: int, why: str) -> str:
+    return f"dim {index} is {dim.text}, {expected} {why}, but {size} in the run"

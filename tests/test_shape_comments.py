@@ -1,0 +1,240 @@
+"""``shape_comment``: the shape comments a program carries (``# (B, nh, T, hs)``), checked
+against the shapes that ran, driven through ``shapelens run`` as a user runs it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shapelens.engine.shape_comments import parse_comment
+
+from conftest import line_of, need, run_cli
+
+need("torch")
+
+
+@pytest.mark.parametrize(
+    ("comment", "result", "inputs", "target"),
+    [
+        ("# (B, nh, T, hs)", "(B, nh, T, hs)", [], None),
+        ("# (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)", "(B, nh, T, hs)",
+         ["(B, nh, T, T)", "(B, nh, T, hs)"], None),
+        ("# shape (t)", "(t)", [], None),
+        ("# token embeddings of shape (b, t, n_embd)", "(b, t, n_embd)", [], None),
+        ("# x: [batch, seq, dim]", "[batch, seq, dim]", [], "x"),
+        ("# (2N, D)", "(2N, D)", [], None),
+        ("# (beam * V,)", "(beam * V,)", [], None),
+        ("# (*batch, C)", "(*batch, C)", [], None),
+        ("# -> (B, T, C)", "(B, T, C)", [], None),
+        ("# (N, 1) per-sample scale", "(N, 1)", [], None),
+    ],
+)  # fmt: skip
+def test_the_forms_people_write_are_read(
+    comment: str, result: str, inputs: list[str], target: str | None
+) -> None:
+    parsed = parse_comment(comment)
+    assert parsed is not None
+    assert parsed.result.text == result
+    assert [shape.text for shape in parsed.inputs] == inputs
+    assert parsed.target == target
+    assert comment[parsed.result.start : parsed.result.end] == result  # the span to rewrite
+
+
+@pytest.mark.parametrize(
+    "comment",
+    [
+        "# batch size, sequence length, embedding dimensionality (n_embd)",
+        "# note: using list [-1] to preserve the time dim",
+        "# (see paper)",
+        "# (optional)",
+        "# kernel size (3, 3)",
+        "# (N, D) - (D,)",
+        "# (a, b) and (c, d)",
+    ],
+)
+def test_prose_in_brackets_is_no_shape(comment: str) -> None:
+    assert parse_comment(comment) is None
+
+
+_MODEL = """
+import torch
+import torch.nn as nn
+from dataclasses import dataclass
+from torch.utils.data import DataLoader, TensorDataset
+
+
+@dataclass
+class Config:
+    n_embd: int = 32
+    n_head: int = 4
+    batch_size: int = 8
+
+
+class Attention(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.qkv = nn.Linear(config.n_embd, 3 * config.n_embd)
+        self.n_head = config.n_head
+
+    def forward(self, x):  # x: (B, T, n_embd)
+        B, T, C = x.size()
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  {K}
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  {V}
+        att = q @ k.transpose(-2, -1)  {ATT}
+        y = att @ v  # (B, nh, T, T) x (B, nh, T, hs) -> (B, nh, T, hs)
+        y = y.transpose(1, 2).reshape(B, T, C)  {Y}
+        return y  {RETURN}
+
+
+config = Config()
+model = Attention(config)
+data = TensorDataset(torch.randn(20, 6, config.n_embd))
+for T in (6, 3):
+    for (xb,) in DataLoader(data, batch_size=config.batch_size):
+        x = xb[:, :T]  # (batch_size, T, n_embd)
+        out = model(x)  # (B, T, C)
+"""
+
+_AGREEING = {
+    "K": "# (B, nh, T, hs)",
+    "V": "# (B, nh, T, C // nh)",
+    "ATT": "# (B, nh, T, T)",
+    "Y": "# (B, T, nh * hs)",
+    "RETURN": "# (B, T, n_embd)",
+}
+
+
+_CODE = {"K": "k = k.view", "V": "v = v.view", "ATT": "att = q @", "Y": "y = y.transpose",
+         "RETURN": "return y"}  # fmt: skip
+
+
+def _program(script: Any, **comments: str) -> Path:
+    source = _MODEL
+    for key, default in _AGREEING.items():
+        source = source.replace("{" + key + "}", comments.get(key, default))
+    path: Path = script(source)
+    return path
+
+
+def _comment_findings(path: Path) -> list[dict[str, Any]]:
+    run = run_cli(str(path), cwd=path.parent)
+    assert run.returncode == 0, run.stderr
+    assert run.trace is not None
+    return [f for f in run.trace["findings"] if f["kind"] == "shape_comment"]
+
+
+@pytest.mark.backend
+def test_comments_that_agree_make_no_finding(script) -> None:  # type: ignore[no-untyped-def]
+    """Free names (nh, hs) bound by the first comment of each call, names the program binds
+    (B, T, C, self.config.n_embd), arithmetic, a def line's argument, a return, a last batch
+    smaller than batch_size, and T changing between calls and loop passes: no finding."""
+    assert _comment_findings(_program(script)) == []
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize(
+    ("key", "stale", "says"),
+    [
+        ("K", "# (B, T, hs)", "3 dims in the comment, 4 in the run"),
+        ("ATT", "# (B, nh, T, hs)", "dim 3 is hs, 8 at line {q} of this call, but {T} in the run"),
+        ("V", "# (B, nh, T, n_embd // 2)", "dim 3 is n_embd // 2 = 16 (n_embd=32), 8 in the run"),
+        ("RETURN", "# (B, T, 3 * n_embd)", "dim 2 is 3 * n_embd = 96 (n_embd=32), 32 in the run"),
+        ("Y", "# (B, nh, T, hs)", "4 dims in the comment, 3 in the run"),
+    ],
+)
+def test_a_stale_comment_is_found_at_its_line(  # type: ignore[no-untyped-def]
+    script, key: str, stale: str, says: str
+) -> None:
+    path = _program(script, **{key: stale})
+    found = _comment_findings(path)
+    assert len(found) == 1, found
+    finding = found[0]
+    line = line_of(path, _CODE[key])
+    assert (finding["line"], finding["severity"]) == (line, "info")
+    assert finding["expression"] == stale
+    assert finding["expected"] == stale.removeprefix("# ")
+    assert finding["advice"] == says.format(q=line_of(path, "q = q.view"), T=6)
+    assert len(finding["operands"][0]["shape"]) >= 3  # what really ran
+
+
+@pytest.mark.backend
+def test_a_free_name_is_one_size_within_a_call_not_across_calls(script) -> None:  # type: ignore[no-untyped-def]
+    """``hidden`` is free: it is 16 in one call and 8 in the next (no finding), but two
+    comments of one call that disagree on it are a finding."""
+    path = script(
+        """
+        import torch
+
+        def encode(x, width):
+            h = torch.zeros(x.shape[0], width)  # (N, hidden)
+            return torch.cat([h, h], 1)  # (N, 2 * hidden)
+
+        def decode(x, width):
+            h = torch.zeros(x.shape[0], width)  # (N, hidden)
+            z = torch.zeros(x.shape[0], width + 1)  # (N, hidden)
+            return z
+
+        for width in (16, 8):
+            encode(torch.ones(4, 3), width)
+        decode(torch.ones(4, 3), 5)
+        """
+    )
+    found = _comment_findings(path)
+    decode_h = line_of(path, "def decode") + 1
+    assert [(f["line"], f["advice"]) for f in found] == [
+        (
+            line_of(path, "z = torch.zeros"),
+            f"dim 1 is hidden, 5 at line {decode_h} of this call, but 6 in the run",
+        )
+    ]
+
+
+@pytest.mark.backend
+def test_a_free_name_bound_in_a_loop_is_rebound_on_each_pass(script) -> None:  # type: ignore[no-untyped-def]
+    """``N`` is each batch's size: another pass, or another loop of the same call, binds it
+    again (no finding), while two lines of one pass must agree."""
+    path = script(
+        """
+        import torch
+
+        def evaluate(train, test):
+            for xb in train:
+                h = xb * 2  # (N, D)
+                score = h.sum(1)  # (N,)
+            for xb in test:
+                h = xb + 1  # (N, D)
+                total = torch.cat([h, h]).sum(1)  # (N,)
+
+        evaluate(torch.ones(10, 4).split(4), torch.ones(9, 4).split(3))
+        """
+    )
+    found = _comment_findings(path)
+    assert [(f["line"], f["advice"]) for f in found] == [
+        (
+            line_of(path, "total ="),
+            f"dim 0 is N, 3 at line {line_of(path, 'h = xb + 1')} of this call, but 6 in the run",
+        )
+    ]
+
+
+@pytest.mark.backend
+def test_a_comment_above_the_line_is_checked_and_the_setting_turns_it_off(script) -> None:  # type: ignore[no-untyped-def]
+    path = script(
+        """
+        import torch
+        n_classes = 10
+        # (batch, n_classes)
+        logits = torch.zeros(4, 12)
+        """
+    )
+    found = _comment_findings(path)
+    says = "dim 1 is n_classes, 10 as the program binds it, but 12 in the run"
+    assert [(f["line"], f["advice"]) for f in found] == [(line_of(path, "# (batch"), says)]
+    run = run_cli("--no-findings", "shape_comments", str(path), cwd=path.parent)
+    assert run.trace is not None
+    assert [f for f in run.trace["findings"] if f["kind"] == "shape_comment"] == []
