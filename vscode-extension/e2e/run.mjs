@@ -52,6 +52,8 @@ const ZERO_GRAD_LINE = 'optimizer.zero_grad()';
 const INSERT_AFTER_LINE = 'import torch';
 const INSERTED_TEXT = '# a line inserted by the end-to-end test';
 const LOSS_BACKWARD_LINE = 'loss.backward()';
+const SHAPE_COMMENT = '# (4, 1)';
+const SHAPE_COMMENT_TITLE = `Add shape comment: ${SHAPE_COMMENT}`;
 const RUN_FILE_TITLE = 'ShapeLens: Run File';
 const DEBUG_FILE_TITLE = 'ShapeLens: Debug File';
 /** In the command line of the process that runs the user's script under the tracer
@@ -569,6 +571,32 @@ class Run {
     );
     log(`  problem: ${JSON.stringify(movedProblem)}`);
     await writeFile(path.join(config.artifacts, 'editor-after-edit.txt'), `${formatLines(await editorLines(page))}\n`);
+
+    const commented = await this.step(`apply "${SHAPE_COMMENT_TITLE}" from Ctrl+. on \`${PRED_LINE}\``, async () => {
+      await clickWord(page, PRED_LINE, 'pred');
+      await page.keyboard.press('Control+.');
+      // VS Code's code action menu lists refactorings (the server's kind) beside quick fixes
+      const row = page.locator('.action-widget .monaco-list-row', { hasText: SHAPE_COMMENT_TITLE }).first();
+      try {
+        await row.waitFor({ state: 'visible', timeout: 20_000 });
+      } catch (error) {
+        const menu = await page.locator('.action-widget').allInnerTexts().catch(() => []);
+        throw new Error(`Ctrl+. listed no "${SHAPE_COMMENT_TITLE}" (menu: ${JSON.stringify(menu)}): ${errorMessage(error)}`);
+      }
+      // The menu takes keys, not clicks (a pointer block covers it while it opens): move the
+      // focus onto the action, then Enter, as a keyboard user does.
+      for (let moves = 0; !(await row.evaluate((el) => el.classList.contains('focused'))); moves += 1) {
+        if (moves > 10) throw new Error(`"${SHAPE_COMMENT_TITLE}" never got the focus in the menu`);
+        await page.keyboard.press('ArrowDown');
+      }
+      await page.keyboard.press('Enter');
+      return waitForLines(
+        page,
+        (lines) => lines.find((l) => l.text.trim().startsWith(PRED_LINE) && l.text.includes(SHAPE_COMMENT)),
+        { timeout: 20_000, what: `\`${PRED_LINE}  ${SHAPE_COMMENT}\` in the editor` },
+      );
+    });
+    log(`  line ${commented.number}: ${JSON.stringify(commented.text)}`);
   }
 
   /**
