@@ -154,15 +154,18 @@ def test_each_module_s_activations_and_flops_and_the_totals(script, tmp_path: Pa
         "param_bytes": PARAMETERS,
         "activation_bytes": 2 * 64 * 1024 * 4 + 64 * 10 * 4,  # kept for the backward
         "flops": 2 * 64 * 512 * 1024 + 2 * 64 * 1024 * 10,
+        # the weights' gradients, and the last Linear's input's (x needs none)
+        "backward_flops": 2 * 64 * 512 * 1024 + 2 * 2 * 64 * 1024 * 10,
     }
     assert costs["0"]["flops"] == 2 * 64 * 512 * 1024  # a child's figures, its own
     assert costs["1"]["flops"] == 0 and costs["1"]["activation_bytes"] == 64 * 1024 * 4
     listing = run.stdout + run.stderr
-    assert "activations  FLOPs" in listing
-    assert "  0         Linear      525.3k" in listing and "256.0 KiB    67.1 MFLOP" in listing
+    assert "activations  forward FLOPs  backward FLOPs" in listing
+    assert "  0         Linear      525.3k" in listing
+    assert "256.0 KiB    67.1 MFLOP     67.1 MFLOP" in listing
     assert (
         "total: 535.6k params (535.6k trainable), 2.0 MiB of parameters; a forward keeps "
-        "514.5 KiB for the backward, 68.4 MFLOP"
+        "514.5 KiB for the backward, 68.4 MFLOP forward, 69.7 MFLOP backward"
     ) in listing
 
 
@@ -209,3 +212,46 @@ def test_an_lstm_counts_the_workspace_onednn_keeps_for_its_backward(script, tmp_
     born, workspace = _storages_born(lambda: lstm(x))
     assert workspace > 0
     assert _line(memory, main, "out, _ = lstm(x)")["born_bytes"] == born
+
+
+BACKWARD = """
+import time
+import torch
+import torch.nn as nn
+
+model = nn.Sequential(nn.Linear(2048, 2048), nn.ReLU(), nn.Linear(2048, 4))
+x = torch.randn(64, 2048)
+loss = model(x).square().mean()
+time.sleep(0.6)  # the module tree is sent before the backward: it must be sent again
+loss.backward()
+"""
+
+
+def test_the_peak_names_the_module_whose_backward_made_it(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # the first Linear's 16 MiB weight gradient is born in its backward, with the weights and
+    # the activations still live: the peak
+    main = script(BACKWARD)
+    run = run_cli("--fake", "--modules", "main.py", cwd=tmp_path)
+    [cpu] = _memory(run)["devices"]
+    assert (cpu["module"], cpu["module_class"], cpu["phase"]) == ("0", "Linear", "backward")
+    listing = run.stdout + run.stderr
+    where = f"at main.py:{line_of(main, 'loss.backward()')}, in the backward of 0 (Linear)"
+    assert f"memory: peak 33.1 MiB on cpu {where} (parameters 16.0 MiB, gradients 16.0" in listing
+    # each module's backward FLOPs as FlopCounterMode counts them in a real step (it tracks
+    # modules too: what its forward counted, then what the backward added)
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = torch.nn.Sequential(
+        torch.nn.Linear(2048, 2048), torch.nn.ReLU(), torch.nn.Linear(2048, 4)
+    )
+    with FlopCounterMode(display=False) as counter:
+        loss = model(torch.randn(64, 2048)).square().mean()
+        forward = {k: sum(v.values()) for k, v in counter.get_flop_counts().items()}
+        loss.backward()
+        both = {k: sum(v.values()) for k, v in counter.get_flop_counts().items()}
+    costs = {m["path"]: m["cost"] for m in run.trace["modules"]}
+    for path, name in (("", "Sequential"), ("0", "Sequential.0"), ("2", "Sequential.2")):
+        assert costs[path]["flops"] == forward[name]
+        assert costs[path]["backward_flops"] == both[name] - forward[name], path
+    assert costs["0"]["backward_flops"] == 2 * 64 * 2048 * 2048  # no gradient for x
+    assert "activations  forward FLOPs  backward FLOPs" in listing

@@ -290,6 +290,10 @@ class ModuleTree:
         if self._backend is not None:
             self._backend.resume_returns()
 
+    def costs_changed(self) -> None:
+        """A module's cost changed after its call (its backward ran): send the tree again."""
+        self._changed = True
+
     # -- sending -------------------------------------------------------------------------
     def drain(self) -> messages.Message | None:
         """The whole tree when a call happened since the last drain, else None."""

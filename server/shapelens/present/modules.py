@@ -104,11 +104,12 @@ def _ranges(slot: TensorSlot) -> tuple[tuple[int, int], ...] | None:
 
 def modules_table(modules: Sequence[ModuleCall]) -> str:
     """The tree as a table: path (indented by depth), class, params, in → out, calls; a
-    shape-only run adds each module's activations and forward FLOPs, and a totals line."""
+    shape-only run adds each module's activations, forward and backward FLOPs, and a totals
+    line."""
     costed = any(m.cost is not None for m in modules)
     rows: list[tuple[str, ...]] = [("module", "class", "params", "in → out", "calls")]
     if costed:
-        rows = [(*rows[0], "activations", "FLOPs")]
+        rows = [(*rows[0], "activations", "forward FLOPs", "backward FLOPs")]
     depths: dict[str, int] = {}
     for module in modules:
         path = module.path
@@ -132,6 +133,7 @@ def modules_table(modules: Sequence[ModuleCall]) -> str:
                 *row,
                 "—" if cost is None else format_bytes(cost.activation_bytes),
                 "—" if cost is None else format_flops(cost.flops),
+                "—" if cost is None else format_flops(cost.backward_flops),
             )
         rows.append(row)
     last = len(rows[0]) - 1
@@ -145,7 +147,8 @@ def modules_table(modules: Sequence[ModuleCall]) -> str:
 
 def totals_text(modules: Sequence[ModuleCall]) -> str:
     """torchinfo's closing lines, for the roots: ``total: 535.6k params (535.6k trainable),
-    2.0 MiB of parameters; a forward keeps 514.5 KiB for the backward, 68.4 MFLOP``."""
+    2.0 MiB of parameters; a forward keeps 514.5 KiB for the backward, 68.4 MFLOP forward,
+    69.7 MFLOP backward``."""
     roots = [m for m in modules if not m.path]
     params = sum(m.params for m in roots)
     trainable = sum(m.trainable_params for m in roots)
@@ -155,7 +158,8 @@ def totals_text(modules: Sequence[ModuleCall]) -> str:
         text += (
             f", {format_bytes(sum(c.param_bytes for c in costs))} of parameters; a forward "
             f"keeps {format_bytes(sum(c.activation_bytes for c in costs))} for the backward, "
-            f"{format_flops(sum(c.flops for c in costs))}"
+            f"{format_flops(sum(c.flops for c in costs))} forward, "
+            f"{format_flops(sum(c.backward_flops for c in costs))} backward"
         )
     return text
 

@@ -141,6 +141,11 @@ def _memory_to_json(memory: MemoryReport) -> dict[str, Any]:
                 "line": d.line,
                 "breakdown": dict(d.breakdown),
                 "live_end": d.live_end,
+                **(
+                    {"module": d.module, "module_class": d.module_class, "phase": d.phase}
+                    if d.module is not None
+                    else {}
+                ),
             }
             for d in memory.devices
         ],
@@ -176,6 +181,9 @@ def memory_from_json(data: Any) -> MemoryReport | None:
                 line=None if d.get("line") is None else int(d["line"]),
                 breakdown=tuple((str(k), int(v)) for k, v in dict(d["breakdown"]).items()),
                 live_end=int(d.get("live_end", 0)),
+                module=d.get("module"),
+                module_class=d.get("module_class"),
+                phase=d.get("phase"),
             )
             for d in data["devices"]
         ),
@@ -248,6 +256,7 @@ def module_to_json(module: ModuleCall) -> dict[str, Any]:
             "param_bytes": module.cost.param_bytes,
             "activation_bytes": module.cost.activation_bytes,
             "flops": module.cost.flops,
+            "backward_flops": module.cost.backward_flops,
         }
     return out
 
@@ -292,6 +301,7 @@ def _module_cost_of(data: Any) -> ModuleCost | None:
         param_bytes=int(data["param_bytes"]),
         activation_bytes=int(data["activation_bytes"]),
         flops=int(data["flops"]),
+        backward_flops=int(data.get("backward_flops", 0)),
     )
 
 

@@ -119,6 +119,8 @@ class ModuleCost:
     """Storages its forward made while autograd recorded (what it may keep for backward)."""
     flops: int
     """FLOPs of its forward (torch's FlopCounterMode formulas)."""
+    backward_flops: int = 0
+    """FLOPs of the backward through that forward (0 in traces written before it)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -298,6 +300,12 @@ class DevicePeak:
     """Live bytes at the peak by category: parameters, gradients, optimizer state,
     activations, other."""
     live_end: int
+    module: str | None = None
+    """The innermost module whose forward or backward made the peak (its dot path from its
+    root, ``""`` for a root); None outside modules (an optimizer's step)."""
+    module_class: str | None = None
+    phase: str | None = None
+    """``forward`` or ``backward`` (of ``module``)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -16,6 +16,7 @@ place, its bytes born are those of its latest hit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,11 +41,18 @@ class LineCost:
 
 @dataclass
 class ModuleCost:
-    """A module's latest forward call, its children's included (as torchinfo counts)."""
+    """A module's latest forward call and the backward through it, its children's included
+    (as torchinfo and FlopCounterMode count)."""
 
     activation_bytes: int = 0
     """Storages made while autograd recorded: what its forward may keep for the backward."""
     flops: int = 0
+    backward_flops: int = 0
+    """From the gradients of its outputs being ready to those of its inputs."""
+
+
+Running = tuple[int, str]
+"""(id of a module, ``forward`` or ``backward``): what was running at an op."""
 
 
 @dataclass
@@ -54,6 +62,8 @@ class DevicePeak:
     breakdown: dict[str, int] = field(default_factory=dict)
     serial: int = 0
     """The op count when it was reached (to settle a peak inside a backward or a step)."""
+    running: Running | None = None
+    """The innermost module whose forward or backward made the peak's op."""
 
 
 @dataclass
@@ -83,6 +93,10 @@ class MemoryLedger:
         self.ops = 0
         self.modules: dict[int, ModuleCost] = {}
         """By ``id`` of the module (the module tree holds the modules: ids stay theirs)."""
+        self.on_module_costs: Callable[[], None] | None = None
+        """Told when modules' costs changed after their calls (a backward pass ended)."""
+        self.module_names: dict[int, tuple[str, str]] = {}
+        """id of a module → (its dot path from its root, ``""`` for a root; its class)."""
         self.changed = False
 
     # -- storages ------------------------------------------------------------------------
@@ -117,6 +131,11 @@ class MemoryLedger:
         self.live[device][category] += nbytes
         return device, nbytes, old
 
+    def backward_done(self) -> None:
+        """A backward pass ended: the modules' backward FLOPs grew."""
+        if self.on_module_costs is not None:
+            self.on_module_costs()
+
     def settle(self, keys: list[int], category: str, since: int) -> None:
         """A backward pass or a step that began at op ``since`` ended: ``keys`` are what it
         made and kept (the gradients, the optimizer's state). A peak reached during it shows
@@ -146,7 +165,11 @@ class MemoryLedger:
         cost = self.modules.get(key)
         if cost is None:
             return None
-        return {"activation_bytes": cost.activation_bytes, "flops": cost.flops}
+        return {
+            "activation_bytes": cost.activation_bytes,
+            "flops": cost.flops,
+            "backward_flops": cost.backward_flops,
+        }
 
     def new_hit(self, where: Where) -> None:
         """The line runs again: its bytes born and FLOPs start from zero."""
@@ -162,8 +185,9 @@ class MemoryLedger:
         self.flops_total += flops
         self.changed = True
 
-    def op_done(self, where: Where, devices: set[str]) -> None:
-        """After an op of ``where``: its devices' live bytes, peaks and budget."""
+    def op_done(self, where: Where, devices: set[str], running: Running | None = None) -> None:
+        """After an op of ``where`` (made in ``running``): its devices' live bytes, peaks and
+        budget."""
         self.ops += 1
         for device in devices:
             live = self.live_total.get(device, 0)
@@ -176,6 +200,7 @@ class MemoryLedger:
                 peak.where = where
                 peak.breakdown = {k: v for k, v in self.live[device].items() if v}
                 peak.serial = self.ops
+                peak.running = running
             if (
                 self.out_of_memory is None
                 and self.budget_bytes is not None
@@ -217,6 +242,7 @@ class MemoryLedger:
                     "line": peak.where[1] if peak.where else None,
                     "breakdown": dict(peak.breakdown),
                     "live_end": self.live_total.get(device, 0),
+                    **self._running_at(peak.running),
                 }
                 for device, peak in peaks
             ],
@@ -234,6 +260,13 @@ class MemoryLedger:
                 for (file, line), cost in lines
             ],
         }
+
+    def _running_at(self, running: Running | None) -> dict[str, str]:
+        """The trace's ``module``, ``module_class`` and ``phase`` of a peak, when known."""
+        name = self.module_names.get(running[0]) if running is not None else None
+        if running is None or name is None:
+            return {}
+        return {"module": name[0], "module_class": name[1], "phase": running[1]}
 
 
 def _shift(breakdown: dict[str, int], nbytes: int, category: str) -> None:

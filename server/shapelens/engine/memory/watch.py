@@ -21,7 +21,7 @@ from types import FrameType
 from typing import Any
 
 from shapelens.engine import torch_compat, values
-from shapelens.engine.memory.ledger import MemoryLedger, Where
+from shapelens.engine.memory.ledger import MemoryLedger, Running, Where
 from shapelens.engine.scope import UserCodeScope
 
 
@@ -38,6 +38,8 @@ class MemoryWatch:
         self._parameters: weakref.WeakSet[Any] = weakref.WeakSet()
         self._calls: list[int] = []
         """ids of the modules whose forward is running, outermost first."""
+        self._backward: list[int] = []
+        """ids of the modules whose backward is running, outermost first."""
         self._workspaces: dict[tuple[Any, ...], int] = {}
 
     # -- installing ----------------------------------------------------------------------
@@ -96,8 +98,11 @@ class MemoryWatch:
                     return _original(*args, **kwargs)
                 finally:
                     self._in_backward -= 1
+                    if not self._in_backward:
+                        self._backward.clear()  # a first layer's inputs need no gradient
                     with contextlib.suppress(Exception):
                         self._settle_gradients(began)
+                        self.ledger.backward_done()
 
             setattr(autograd, name, in_backward)
             self._undo.append(_restorer(autograd, name, original))
@@ -105,23 +110,60 @@ class MemoryWatch:
     def _follow_module_calls(self, torch: Any) -> None:
         """torch's global forward hooks (public, every 2.x): which modules' forwards run.
         They take module calls off torch's fast path, which costs nothing next to fake
-        kernels (shape-only runs only)."""
+        kernels (shape-only runs only). A module's backward runs from the gradients of its
+        outputs being ready to those of its inputs (as torch's ``ModuleTracker`` sees it)."""
         module = importlib.import_module("torch.nn.modules.module")
-        calls = self._calls
+        grad_hook = importlib.import_module("torch.autograd.graph").register_multi_grad_hook
+        calls, backward = self._calls, self._backward
 
-        def before(called: Any, *_: Any) -> None:
-            calls.append(id(called))
-            self.ledger.module_called(id(called))
+        def on_grads(tensors: list[Any], key: int, begins: bool) -> None:
+            if not tensors or not torch.is_grad_enabled():
+                return
 
-        def after(called: Any, *_: Any) -> None:
-            if calls and calls[-1] == id(called):
+            def fire(*_: Any) -> None:
+                if begins:
+                    backward.append(key)
+                elif key in backward:
+                    backward.remove(key)
+
+            grad_hook(tensors, fire)
+
+        def before(called: Any, args: Any) -> None:
+            key = id(called)
+            calls.append(key)
+            self.ledger.module_called(key)
+            if key not in self.ledger.module_names:
+                self._name(called)
+            with contextlib.suppress(Exception):
+                needing = [t for t in _tensors(torch.Tensor, args) if t.requires_grad]
+                on_grads(needing, key, begins=False)
+
+        def after(called: Any, args: Any, output: Any) -> None:
+            key = id(called)
+            if calls and calls[-1] == key:
                 calls.pop()
+            with contextlib.suppress(Exception):
+                needing = [t for t in _tensors(torch.Tensor, output) if t.requires_grad]
+                on_grads(needing, key, begins=True)
 
         for handle in (
             module.register_module_forward_pre_hook(before),
             module.register_module_forward_hook(after, always_call=True),
         ):
             self._undo.append(handle.remove)
+
+    def _name(self, root: Any) -> None:
+        """Names for a module first called and its descendants: their dot paths from it, as
+        the module tree has them (``transformer.h.11``; ``""`` for the root)."""
+        names = self.ledger.module_names
+        for path, module in root.named_modules():
+            names.setdefault(id(module), (path, type(module).__name__))
+
+    def _running(self) -> Running | None:
+        """The innermost module whose backward (in a backward pass) or forward runs."""
+        if self._in_backward:
+            return (self._backward[-1], "backward") if self._backward else None
+        return (self._calls[-1], "forward") if self._calls else None
 
     def _settle_gradients(self, began: int) -> None:
         grads = [self._key(p.grad) for p in list(self._parameters) if p.grad is not None]
@@ -180,14 +222,19 @@ class MemoryWatch:
         if formula is not None and devices:
             flops = int(formula(*args, **kwargs, out_val=out))
             self.ledger.counted_flops(where, min(devices, key=_gpu_first), flops)
-        if self._calls and not self._in_backward and (born or flops):
+        if self._in_backward:
+            if self._backward and flops:
+                modules = self.ledger.modules
+                for key in dict.fromkeys(self._backward):  # its children's included
+                    modules[key].backward_flops += flops
+        elif self._calls and (born or flops):
             modules = self.ledger.modules
             for key in self._calls:  # a module's figures hold its children's
                 cost = modules[key]
                 cost.activation_bytes += born
                 cost.flops += flops
         if devices:
-            self.ledger.op_done(where, devices)
+            self.ledger.op_done(where, devices, self._running())
 
     def _category(self, torch: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         """What new storages of this op are: below autograd an output does not require
