@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import line_of, need, run_cli
+from conftest import Run, line_of, need, run_cli
 
 pytestmark = pytest.mark.backend
 
@@ -52,10 +52,19 @@ def _shapes(run, main: Path, marker: str, name: str) -> list[list[int]]:  # type
     return run.var(main, line_of(main, marker), name)["shapes"]  # type: ignore[no-any-return]
 
 
-def test_every_distinct_shape_and_the_last_batch_are_reported(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    main = script(LOOPS)
-    run = run_cli("main.py", cwd=tmp_path, timeout=300)
+@pytest.fixture(scope="module")
+def loops(tmp_path_factory: pytest.TempPathFactory) -> tuple[Run, Path]:
+    """LOOPS run once (25,000 iterations): the tests below read its trace and listing."""
+    folder = tmp_path_factory.mktemp("loops")
+    main = folder / "main.py"
+    main.write_text(LOOPS, encoding="utf-8")
+    run = run_cli("main.py", cwd=folder, timeout=300)
     assert run.returncode == 0, run.stderr
+    return run, main
+
+
+def test_every_distinct_shape_and_the_last_batch_are_reported(loops: tuple[Run, Path]) -> None:
+    run, main = loops
     # The 600 iterations with 4 rows are read: densely on 3.11, at a re-arm on 3.12+.
     assert sorted(_shapes(run, main, "x = torch.ones", "x")) == [[4, 8], [32, 8]]
     assert sorted(_shapes(run, main, "h = x @ w", "h")) == [[4, 3], [32, 3]]
@@ -64,10 +73,8 @@ def test_every_distinct_shape_and_the_last_batch_are_reported(script, tmp_path: 
     assert run.var(main, line_of(main, "scaled ="), "scaled")["shape"] == [8, 8]
 
 
-def test_hit_counts_are_exact_or_marked_estimates(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    main = script(LOOPS)
-    run = run_cli("main.py", cwd=tmp_path, timeout=300)
-    assert run.returncode == 0, run.stderr
+def test_hit_counts_are_exact_or_marked_estimates(loops: tuple[Run, Path]) -> None:
+    run, main = loops
     header = run.line(main, line_of(main, "for i in range(steps)"))
     assert header is not None and not header.get("sampled")
     assert header["hits"] in (20_000, 20_001)  # a loop header is always counted
