@@ -113,12 +113,14 @@ def _apply(text: str, edits: list[types.TextEdit]) -> str:
     return text
 
 
-async def _actions(lsp: LspSession, uri: str, line: int) -> list[types.CodeAction]:
+async def _actions(
+    lsp: LspSession, uri: str, line: int, only: list[str] | None = None
+) -> list[types.CodeAction]:
     found = await lsp.client.text_document_code_action_async(
         types.CodeActionParams(
             text_document=types.TextDocumentIdentifier(uri=uri),
             range=types.Range(types.Position(line, 4), types.Position(line, 4)),
-            context=types.CodeActionContext(diagnostics=[]),
+            context=types.CodeActionContext(diagnostics=[], only=only),
         )
     )
     return [a for a in found or [] if isinstance(a, types.CodeAction)]
@@ -183,6 +185,8 @@ async def test_code_actions_write_shape_comments_and_checked_jaxtyping(lsp: LspS
     assert await _actions(lsp, uri, line_of(path, "y = y.transpose(") - 1) == []
     assert await _actions(lsp, uri, line_of(path, "import torch") - 1) == []
     assert await _actions(lsp, uri, 999) == []
+    assert await _actions(lsp, uri, k_line, only=[types.CodeActionKind.QuickFix]) == []
+    assert len(await _actions(lsp, uri, k_line, only=[types.CodeActionKind.Refactor])) == 1
     assert await _actions(lsp, (lsp.root / "other.py").as_uri(), 0) == []
 
     # "Annotate with jaxtyping", def after def, each applied to the document as it now is

@@ -59,7 +59,7 @@ def shape_comment_edits(source: str, line: int, traced: TracedLine) -> list[Shap
     differ. None for a line that has a comment already, or is not one simple statement of
     its own (a ``def``, a statement continued on the next line, two statements)."""
     rows = source.splitlines()
-    if not 0 <= line < len(rows) or not _lone_statement(source, line):
+    if not 0 <= line < len(rows):
         return []
     text = rows[line]
     shown = [
@@ -67,6 +67,8 @@ def shape_comment_edits(source: str, line: int, traced: TracedLine) -> list[Shap
         for var in traced.vars
         if (comment := shape_comment(var, text)) is not None
     ]
+    if not shown or not _lone_statement(source, line):  # no tensor: no need to parse
+        return []
     if len({comment for _, comment in shown}) > 1:  # one comment each, naming its tensor
         shown = [
             (name, comment.replace("# ", f"# {name}: ", 1))

@@ -40,7 +40,9 @@ def code_actions_for(
             actions.append(
                 _action(f"Add shape comment: {edit.comment}", document, lines, [edit.change])
             )
-    changes = jaxtyping_changes(source, line, view.lines)
+    # requests come on every cursor move: the source is parsed only on a def's lines
+    header = lines[line].lstrip().startswith(("def ", "async def ", "@"))
+    changes = jaxtyping_changes(source, line, view.lines) if header and view.lines else None
     if changes is not None:
         actions.append(_action("Annotate with jaxtyping", document, lines, changes))
     return actions
