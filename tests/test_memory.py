@@ -255,3 +255,30 @@ def test_the_peak_names_the_module_whose_backward_made_it(script, tmp_path: Path
         assert costs[path]["backward_flops"] == both[name] - forward[name], path
     assert costs["0"]["backward_flops"] == 2 * 64 * 2048 * 2048  # no gradient for x
     assert "activations  forward FLOPs  backward FLOPs" in listing
+
+
+def test_a_statement_holds_no_intermediate_its_modules_let_go(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Six Linear+ReLU layers under no_grad: each activation dies once the next layer has
+    read it, so the line's peak holds the input and two or three activations (a real CPU
+    run counted the same way: three), not every layer's (the op watch once held each
+    layer's returned frame, and its locals, to the end of the statement: thirteen)."""
+    main = script(
+        """
+        import torch
+        import torch.nn as nn
+
+        layers = []
+        for _ in range(6):
+            layers += [nn.Linear(512, 512), nn.ReLU()]
+        net = nn.Sequential(*layers).cuda()
+        x = torch.randn(128, 512, device="cuda")
+        with torch.no_grad():
+            out = net(x)
+        """
+    )
+    memory = _memory(run_cli("--fake", "main.py", cwd=tmp_path))
+    line = _line(memory, main, "out = net(x)")
+    parameters = 6 * (512 * 512 + 512) * 4
+    activation = 128 * 512 * 4
+    assert line["born_bytes"] == 12 * activation  # every storage the line made
+    assert parameters + 3 * activation <= line["peak_bytes"] <= parameters + 4 * activation

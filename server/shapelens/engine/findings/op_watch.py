@@ -109,9 +109,13 @@ class OpWatch:
         self._frames: dict[int, FrameType] = {}
         self._active = False
         """Our mode is pushed: the innermost frame of user code has its statement watched."""
-        self._walks: dict[int, tuple[FrameType, tuple[FrameType | None, bool, Any]]] = {}
-        """Where calls from a frame lead (see :meth:`_walk`), while the mode is pushed; the
-        frame is held, so no other frame takes its id meanwhile."""
+        self._last_walk: tuple[FrameType | None, tuple[FrameType | None, bool, Any]] = (
+            None,
+            (None, False, None),
+        )
+        """Where calls from the last calling frame lead (see :meth:`_walk`): a frame's ops
+        come in a row. Only that one frame is held: a library frame that returned keeps its
+        locals (``F.batch_norm``'s result) alive for as long as it is held."""
         self._labels: dict[int, str] = {}
         self._mode: Any = None
         self._torch_dir = ""
@@ -184,8 +188,11 @@ class OpWatch:
             return False
         torch_compat.pop_function_mode(torch)
         self._active = False
-        self._walks.clear()
+        self.forget_walk()
         return True
+
+    def forget_walk(self) -> None:
+        self._last_walk = (None, (None, False, None))
 
     def watching(self) -> bool:
         return bool(self._frames)
@@ -219,9 +226,9 @@ class OpWatch:
         call it made (directly, or in a module it called) to ``on_call``."""
         if caller is None:
             return
-        cached = self._walks.get(id(caller))
-        if cached is None or cached[0] is not caller:  # the same for every op a frame makes
-            cached = self._walks[id(caller)] = (caller, self._walk(caller))
+        cached = self._last_walk
+        if cached[0] is not caller:  # the same for every op a frame makes
+            cached = self._last_walk = (caller, self._walk(caller))
         frame, direct, module = cached[1]
         if frame is None:
             return
@@ -353,14 +360,17 @@ def _make_mode(torch: Any, watch: OpWatch) -> Any:
         def __torch_function__(
             self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
         ) -> Any:
+            caller = sys._getframe(1)
+            if watch._last_walk[0] is not caller:
+                watch.forget_walk()  # before the op allocates: its frame's locals may go
             try:
                 result = func(*args, **(kwargs or {}))
             except Exception as exc:
                 with contextlib.suppress(Exception):  # never an error of ours in the program
-                    watch.failed(func, args, kwargs or {}, exc, sys._getframe(1))
+                    watch.failed(func, args, kwargs or {}, exc, caller)
                 raise
             with contextlib.suppress(Exception):
-                watch.seen(func, args, kwargs or {}, result, sys._getframe(1))
+                watch.seen(func, args, kwargs or {}, result, caller)
             return result
 
     return _WatchMode()
