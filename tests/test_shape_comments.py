@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from lsprotocol import types
 
 from shapelens.engine.shape_comments import parse_comment
 
-from conftest import line_of, need, run_cli
+from conftest import LspSession, line_of, need, run_cli
 
 need("torch")
 
@@ -238,3 +239,64 @@ def test_a_comment_above_the_line_is_checked_and_the_setting_turns_it_off(script
     run = run_cli("--no-findings", "shape_comments", str(path), cwd=path.parent)
     assert run.trace is not None
     assert [f for f in run.trace["findings"] if f["kind"] == "shape_comment"] == []
+
+
+async def test_update_shape_comment_rewrites_it_as_it_ran(lsp: LspSession) -> None:
+    """The quick fix on a stale comment writes the shape that ran in the comment's own
+    names (``(B, nh, T, hs)`` on the scores: ``(B, nh, T, T)``); the next run finds nothing."""
+    path, uri = lsp.write(
+        "attention.py",
+        """
+        import torch
+
+        def scores(q, k):
+            B, T, C = q.shape
+            q = q.view(B, T, 2, C // 2).transpose(1, 2)  # (B, nh, T, hs)
+            k = k.view(B, T, 2, C // 2).transpose(1, 2)  # (B, nh, T, hs)
+            att = q @ k.transpose(-2, -1)  # (B, nh, T, hs), scaled next
+            return att
+
+        att = scores(torch.randn(3, 5, 8), torch.randn(3, 5, 8))
+        """,
+    )
+    lsp.open(path)
+    result = await lsp.run(uri)
+    assert result["status"] == "ok", result
+    line = line_of(path, "att = q @") - 1
+    [fix] = await _actions(lsp, uri, line, only=[types.CodeActionKind.QuickFix])
+    assert (fix.title, fix.kind, fix.is_preferred) == (
+        "Update shape comment: (B, nh, T, T)",
+        types.CodeActionKind.QuickFix,
+        True,
+    )
+    assert fix.edit is not None and fix.edit.changes is not None
+    [edit] = fix.edit.changes[uri]
+    text = path.read_text().splitlines()
+    start, end = edit.range.start.character, edit.range.end.character
+    fixed = text[line][:start] + edit.new_text + text[line][end:]
+    assert fixed == "    att = q @ k.transpose(-2, -1)  # (B, nh, T, T), scaled next"
+    assert await _actions(lsp, uri, line - 1, only=[types.CodeActionKind.QuickFix]) == []
+    text[line] = fixed
+    path.write_text("\n".join(text) + "\n")
+    lsp.client.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=path.read_text())],
+        )
+    )
+    again = await lsp.run(uri)
+    assert again["status"] == "ok", again
+    assert await _actions(lsp, uri, line, only=[types.CodeActionKind.QuickFix]) == []
+
+
+async def _actions(
+    lsp: LspSession, uri: str, line: int, only: list[str] | None = None
+) -> list[types.CodeAction]:
+    found = await lsp.client.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(types.Position(line, 4), types.Position(line, 4)),
+            context=types.CodeActionContext(diagnostics=[], only=only),
+        )
+    )
+    return [a for a in found or [] if isinstance(a, types.CodeAction)]

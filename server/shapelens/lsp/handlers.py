@@ -9,6 +9,7 @@ from typing import Any
 
 from lsprotocol import types
 
+from shapelens.lsp.features.code_actions import FIX as COMMENT_FIX_KIND
 from shapelens.lsp.features.code_actions import KIND as CODE_ACTION_KIND
 from shapelens.lsp.features.code_actions import code_actions_for
 from shapelens.lsp.features.code_lens import lenses_for
@@ -152,6 +153,8 @@ FEATURES: dict[str, Callable[..., Any]] = {
 """LSP method → handler, registered by ``lsp.server.create_server``."""
 
 FEATURE_OPTIONS: dict[str, Any] = {
-    types.TEXT_DOCUMENT_CODE_ACTION: types.CodeActionOptions(code_action_kinds=[CODE_ACTION_KIND]),
+    types.TEXT_DOCUMENT_CODE_ACTION: types.CodeActionOptions(
+        code_action_kinds=[CODE_ACTION_KIND, COMMENT_FIX_KIND]
+    ),
 }
 """What a feature's capability declares beyond "supported" (by LSP method)."""

@@ -153,3 +153,15 @@ def parse_source(source: str) -> ast.Module | None:
         return ast.parse(source)
     except (SyntaxError, ValueError):
         return None
+
+
+def comment_update(text: str, line: int, written: str, rewrite: str) -> TextChange | None:
+    """Replace the shape ``written`` in the comment of ``text`` (line ``line``) by
+    ``rewrite``: the last occurrence, which is the comment's (code before it may hold the
+    same characters, a comment does not follow one)."""
+    comment = text.find("#")
+    start = text.rfind(written)
+    if comment < 0 or start < comment:
+        return None
+    end = start + len(written)
+    return TextChange(line=line, column=start, end_line=line, end_column=end, text=rewrite)

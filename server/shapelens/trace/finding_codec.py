@@ -64,6 +64,7 @@ def finding_to_json(f: Finding) -> dict[str, Any]:
         "rank": f.rank,
         "op": f.op,
         "advice": f.advice,
+        "rewrite": f.rewrite,
         "note": f.note,
     }
     out.update({k: v for k, v in facts.items() if v is not None})
@@ -191,6 +192,7 @@ def finding_from_json(f: dict[str, Any]) -> Finding:
         rank=None if rank is None else int(rank),
         op=f.get("op"),
         advice=f.get("advice"),
+        rewrite=f.get("rewrite"),
         chain=tuple(_step_from_json(step) for step in f.get("chain", ())),
         memory=_memory_facts_of(f.get("memory")),
         note=note,

@@ -235,6 +235,9 @@ class Finding:
     """The user lines that made the failing value what it was, earliest first."""
     memory: MemoryFacts | None = None
     """out_of_memory: what was live where the budget ran out."""
+    rewrite: str | None = None
+    """shape_comment: the shape as it ran, written with the comment's own names
+    (``(B, nh, T, T)``): what "Update shape comment" writes."""
     note: str | None = None
     """A finding read from a ``shapelens.trace/1`` file: its message, as written then."""
     related: tuple[RelatedLocation, ...] = ()

@@ -160,6 +160,8 @@ class Finding:
     """The user lines that made the failing value what it was, earliest first."""
     memory: MemoryFacts | None = None
     """out_of_memory: what was live where the budget ran out."""
+    rewrite: str | None = None
+    """shape_comment: the shape as it ran, written with the comment's own names."""
 
     def to_message(self) -> dict[str, Any]:
         """The finding as the channel and the trace file carry it."""
@@ -180,6 +182,7 @@ class Finding:
             "expected": self.expected,
             "op": self.op,
             "advice": self.advice,
+            "rewrite": self.rewrite,
         }
         out.update({key: value for key, value in facts.items() if value is not None})
         if self.chain:

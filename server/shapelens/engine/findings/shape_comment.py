@@ -91,6 +91,7 @@ class ShapeCommentRule:
                         operands=(self._facts.operand(label, operand, actual),),
                         expected=written.text,
                         advice=wrong,
+                        rewrite=_as_ran(written, actual, sizes),
                     )
                 ]
         return []
@@ -200,6 +201,10 @@ class _Sizes:
             return None  # bound on an earlier iteration of its loop (or of this line)
         return size
 
+    def free_names(self) -> list[str]:
+        """The free names this call (this pass of its loop) has bound."""
+        return [name for name in self._scope.free if self.free(name) is not None]
+
     def bound_at(self, name: str) -> int:
         return self._scope.free[name][1]
 
@@ -300,3 +305,37 @@ def _aligned(
 
 def _wrong(index: int, dim: Dim, expected: int, size: int, why: str) -> str:
     return f"dim {index} is {dim.text}, {expected} {why}, but {size} in the run"
+
+
+def _as_ran(written: WrittenShape, actual: tuple[int, ...], sizes: _Sizes) -> str:
+    """``actual`` written with the comment's names where their sizes say so (``(B, nh, T,
+    hs)`` on a ``(12, 4, 16, 16)`` score matrix: ``(B, nh, T, T)``), the call's other free
+    names next, numbers elsewhere, in the comment's brackets."""
+    dims = written.dims
+    same_rank = len(dims) == len(actual) and not any(d.rest for d in dims)
+    names = [d.name for d in dims if d.name is not None]
+    names += [n for n in sizes.free_names() if n not in names]
+    known = {name: sizes.known(name) for name in names}
+    pieces = []
+    for index, size in enumerate(actual):
+        written_here = dims[index] if same_rank else None
+        if written_here is not None and _means(written_here, size, sizes):
+            pieces.append(written_here.text)
+            continue
+        pieces.append(next((n for n in names if known[n] == size), str(size)))
+    text = ", ".join(pieces) + ("," if len(pieces) == 1 else "")
+    return written.text[0] + text + written.text[-1]
+
+
+def _means(dim: Dim, size: int, sizes: _Sizes) -> bool:
+    """Whether ``dim`` as written stands for ``size`` on this hit."""
+    if dim.size is not None:
+        return dim.size == size
+    if dim.name is not None:
+        return sizes.known(dim.name) == size
+    if dim.expr is not None:
+        values = {n: sizes.known(n) for n in names_in(dim.expr)}
+        if any(v is None for v in values.values()):
+            return False
+        return evaluate(dim.expr, {n: v for n, v in values.items() if v is not None}) == size
+    return False

@@ -1,7 +1,8 @@
 """``textDocument/codeAction``: contracts written from the run. "Add shape comment" on a
 line that bound a tensor; "Annotate with jaxtyping" on the ``def`` line of a traced
-function. The text comes from ``present/annotations.py`` and
-``present/signatures.py``; here it becomes LSP edits."""
+function; "Update shape comment" (a quick fix) on a ``shape_comment`` finding. The text
+comes from ``present/annotations.py`` and ``present/signatures.py``; here it becomes LSP
+edits."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ from pygls.workspace import TextDocument
 from pygls.workspace.position_codec import ServerTextPosition
 
 from shapelens.lsp.results import FileView
-from shapelens.present.annotations import TextChange, shape_comment_edits
+from shapelens.present.annotations import TextChange, comment_update, shape_comment_edits
 from shapelens.present.signatures import jaxtyping_changes
 
 KIND = types.CodeActionKind.RefactorRewrite
 """Both rewrite the source without changing what it does (VS Code lists them under Ctrl+.)."""
+FIX = types.CodeActionKind.QuickFix
+"""A stale shape comment is a finding: its update is that finding's fix."""
 
 
 def code_actions_for(
@@ -26,14 +29,14 @@ def code_actions_for(
     only: Sequence[str] | None = None,
 ) -> list[types.CodeAction]:
     """The actions for the line the selection starts on: nothing where nothing ran."""
-    if only is not None and not any(kind == KIND or KIND.startswith(kind + ".") for kind in only):
-        return []
     lines = document.lines
     line = selection.start.line
     if not 0 <= line < len(lines):
         return []
+    actions = _comment_fixes(view, document, line) if _wanted(FIX, only) else []
+    if not _wanted(KIND, only):
+        return actions
     source = document.source
-    actions: list[types.CodeAction] = []
     traced = view.lines.get(line)
     if traced is not None:
         for edit in shape_comment_edits(source, line, traced):
@@ -48,14 +51,41 @@ def code_actions_for(
     return actions
 
 
+def _wanted(kind: str, only: Sequence[str] | None) -> bool:
+    return only is None or any(kind == asked or kind.startswith(asked + ".") for asked in only)
+
+
+def _comment_fixes(view: FileView, document: TextDocument, line: int) -> list[types.CodeAction]:
+    """ "Update shape comment" for each stale shape comment on ``line``."""
+    lines = document.lines
+    actions = []
+    for current, finding in view.findings:
+        if current != line or finding.kind != "shape_comment":
+            continue
+        if finding.expected is None or finding.rewrite is None:
+            continue
+        change = comment_update(lines[line], line, finding.expected, finding.rewrite)
+        if change is not None:
+            title = f"Update shape comment: {finding.rewrite}"
+            actions.append(_action(title, document, lines, [change], kind=FIX, preferred=True))
+    return actions
+
+
 def _action(
-    title: str, document: TextDocument, lines: Sequence[str], changes: Sequence[TextChange]
+    title: str,
+    document: TextDocument,
+    lines: Sequence[str],
+    changes: Sequence[TextChange],
+    *,
+    kind: str = KIND,
+    preferred: bool | None = None,
 ) -> types.CodeAction:
     edits = [types.TextEdit(range=_range(document, lines, c), new_text=c.text) for c in changes]
     return types.CodeAction(
         title=title,
-        kind=KIND,
+        kind=kind,
         edit=types.WorkspaceEdit(changes={document.uri: edits}),
+        is_preferred=preferred,
     )
 
 
