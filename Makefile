@@ -31,7 +31,8 @@ run: install
 
 # On 2 cores from a fresh clone: the installs side by side (mostly downloads), the
 # compatibility stage's venvs (three CUDA builds of torch, ~15 GB) going on in the
-# background while lint, types and the .vsix (next to each other) and the 3.11 suite run;
+# background while the 3.11 suite runs, with lint, types and the .vsix beside it (the
+# suite's tests wait on traced children, timeouts and editors for much of their time);
 # then the backend-sensitive tests under 3.12 and 3.13, the extension's unit tests next to
 # them; the compatibility stage; then the end-to-end test alone (a browser driving
 # code-server, timing-sensitive). Each suite is spread over PYTEST_WORKERS processes (a test
@@ -43,8 +44,7 @@ test:
 	$(MAKE) test-installs
 	@set -e; ( $(MAKE) compat-venvs > .compat-venvs.log 2>&1 ) & compat=$$!; \
 	trap 'kill $$compat 2>/dev/null || true' EXIT; \
-	$(MAKE) -j3 --output-sync=target lint typecheck vsix; \
-	$(MAKE) pytest; \
+	$(MAKE) -j4 --output-sync=target pytest lint typecheck vsix; \
 	$(MAKE) -j2 --output-sync=target pytest-backend-subset extension-unit; \
 	wait $$compat || { cat .compat-venvs.log; echo "the compatibility venvs failed to install" >&2; exit 1; }; \
 	$(MAKE) test-compat; \
