@@ -282,3 +282,86 @@ def test_a_statement_holds_no_intermediate_its_modules_let_go(script, tmp_path: 
     activation = 128 * 512 * 4
     assert line["born_bytes"] == 12 * activation  # every storage the line made
     assert parameters + 3 * activation <= line["peak_bytes"] <= parameters + 4 * activation
+
+
+REAL = TRAIN.replace(".cuda()", "").replace(', device="cuda"', "")
+"""TRAIN on the CPU, real tensors."""
+
+
+def test_a_real_run_counts_its_memory_when_asked(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    main = script(REAL)
+    run = run_cli("--memory", "--modules", "main.py", cwd=tmp_path)
+    memory = _memory(run)
+    assert run.trace.get("shape_only") is None  # real tensors
+    [cpu] = memory["devices"]
+    assert (cpu["device"], cpu["line"]) == ("cpu", line_of(main, "opt.step()"))
+    breakdown = cpu["breakdown"]
+    assert breakdown["parameters"] == breakdown["gradients"] == PARAMETERS
+    # AdamW's two moments, and its step count per parameter (a CPU scalar: a shape-only
+    # run has it on the CPU, beside the simulated GPU's peak)
+    assert breakdown["optimizer state"] == 2 * PARAMETERS + 4 * 4
+    assert cpu["peak_bytes"] == sum(breakdown.values())
+    assert _line(memory, main, "flat =")["born_bytes"] == 0  # a view is free
+    assert _line(memory, main, "x = torch.randn")["born_bytes"] == 64 * 512 * 4
+    model = torch.nn.Sequential(
+        torch.nn.Linear(512, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 10)
+    )
+    x, y = torch.randn(64, 512), torch.randint(0, 10, (64,))
+    forward = _reference_flops(lambda: model(x))
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    backward = _reference_flops(loss.backward)
+    assert _line(memory, main, "logits = model(x)")["flops"] == forward
+    assert _line(memory, main, "loss.backward()")["flops"] == backward
+    assert memory["flops"] == 2 * (forward + backward)
+    assert {m["path"]: m["cost"] for m in run.trace["modules"]}[""]["flops"] == forward
+    listing = run.stdout + run.stderr
+    assert f"memory: peak 12.3 MiB on cpu at main.py:{line_of(main, 'opt.step()')}" in listing
+    assert "compute: 276.3 MFLOP in all" in listing
+    # not asked: no dispatch mode, no memory section
+    plain = run_cli("main.py", cwd=tmp_path)
+    assert plain.returncode == 0 and plain.trace.get("memory") is None
+    assert "memory: peak" not in plain.stdout + plain.stderr
+
+
+def test_a_real_run_counts_the_program_s_memory_not_shapelens_s(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The NaN scan's reduction and a failed call's trials on meta tensors are ShapeLens's
+    work: neither is counted, neither stands aside for the memory watch, and the traceback
+    has none of the watch's frames."""
+    main = script(
+        """
+        import torch
+        a = torch.zeros(3)
+        b = a / a
+        c = b + 1
+        d = torch.randn(5, 6)
+        e = a @ d
+        """
+    )
+    run = run_cli("--memory", "main.py", cwd=tmp_path)
+    memory = run.trace["memory"]
+    assert [d["device"] for d in memory["devices"]] == ["cpu"]  # no trial's meta tensors
+    assert _line(memory, main, "c = b + 1")["born_bytes"] == 12  # not the scan's sum of b
+    assert run.findings("nonfinite") and run.findings("shape_mismatch")
+    traceback = run.stderr.split("RuntimeError: mat1 and mat2 shapes")[0]
+    assert traceback.count('File "') == 1, traceback  # the user's line alone
+
+
+async def test_the_editor_setting_counts_a_real_run_s_memory(lsp: LspSession) -> None:
+    path, uri = lsp.write("main.py", REAL)
+    lsp.open(path)
+    lsp.client.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"shapelens": {"memory": True}})
+    )
+    result = await lsp.run(uri)
+    assert result["status"] == "ok", result
+    assert result["memory"]["peak"] == "peak 12.3 MiB"  # the status bar
+    assert result["memory"]["text"].startswith("memory: peak 12.3 MiB on cpu at main.py:")
+    hover = await lsp.client.text_document_hover_async(
+        types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=types.Position(line=line_of(path, "logits = model(x)") - 1, character=5),
+        )
+    )
+    assert hover is not None and isinstance(hover.contents, types.MarkupContent)
+    assert "**memory** born 514.5 KiB, live after" in hover.contents.value
+    assert "on cpu, 68.4 MFLOP" in hover.contents.value

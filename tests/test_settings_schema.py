@@ -35,7 +35,7 @@ RUN_FLAGS = {
     "--python", "--quiet", "-q", "--nproc-per-node", "--torchrun-arg", "--backend", "--sample",
     "--compile", "--log", "--debug", "--hints", "--modules", "--coverage", "--color",
     "--no-color", "--no-findings", "--nonfinite-max-elements", "--nonfinite-on-gpu",
-    "--scalars-on-gpu", "--fake", "--dim-names", "--gpu-memory", "--gpu",
+    "--scalars-on-gpu", "--fake", "--dim-names", "--gpu-memory", "--gpu", "--memory",
 }  # fmt: skip
 
 # The settings a client sends (what the extension's serverSettings writes), and a valid
@@ -46,6 +46,7 @@ CLIENT_VALUES: dict[str, Any] = {
     "timeout": 2,
     "compile": True,
     "scalarsOnGpu": True,
+    "memory": True,
     "gpuMemory": "24GiB",
     "gpu": "rtx-4090",
     "findings": {
@@ -127,7 +128,7 @@ def test_every_run_flag_reaches_the_request(asked: list[RunRequest], tmp_path: P
         "--exclude", "gen/*", "--backend", "settrace", "--sample", "3", "--fake", "--debug",
         f"--log={log}", "--python", "/opt/python", "--timeout", "1.5", "--compile",
         "--scalars-on-gpu", "--no-findings", "broadcast", "--no-findings", "warnings",
-        "--gpu", "rtx-4090",
+        "--gpu", "rtx-4090", "--memory",
         "--nonfinite-max-elements", "7", "--nonfinite-on-gpu", "-m", "pkg.main", "x",
     ]  # fmt: skip
     assert cli.main(argv) == 2
@@ -139,7 +140,7 @@ def test_every_run_flag_reaches_the_request(asked: list[RunRequest], tmp_path: P
         "settrace", 3, True, True
     )  # fmt: skip
     assert (request.log, request.python, request.timeout_s) == (log, "/opt/python", 1.5)
-    assert request.keep_compile and request.scalars_on_gpu
+    assert request.keep_compile and request.scalars_on_gpu and request.memory
     assert request.gpu_memory_bytes == 24 * 10**9
     assert request.findings == FindingsConfig(
         broadcast=False,
@@ -166,6 +167,7 @@ def test_every_client_setting_is_read() -> None:
             timeout_s=2.0,
             keep_compile=True,
             scalars_on_gpu=True,
+            memory=True,
             gpu_memory="24GiB",
             gpu="rtx-4090",
         ),

@@ -11,6 +11,7 @@ export interface Settings {
   dimNames: DimNames;
   coverage: boolean;
   scalarsOnGpu: boolean;
+  memory: boolean; // a real run counts its tensor memory and FLOPs too (a dispatch mode: slower)
   gpuMemory: string; // a shape-only run's GPU memory ("24GiB"; "": none)
   gpu: string; // or its GPU by name ("a100-80gb")
   interpreter: string;
@@ -29,6 +30,7 @@ export const DEFAULTS: Settings = {
   dimNames: "off",
   coverage: false,
   scalarsOnGpu: false,
+  memory: false,
   gpuMemory: "",
   gpu: "",
   interpreter: "",
@@ -63,6 +65,7 @@ export function readSettings(get: Getter): { settings: Settings; problems: strin
     dimNames: pick("dimNames", DEFAULTS.dimNames, (v): v is DimNames => v === "off" || v === "names" || v === "both"),
     coverage: pick("coverage", DEFAULTS.coverage, isBool),
     scalarsOnGpu: pick("scalarsOnGpu", DEFAULTS.scalarsOnGpu, isBool),
+    memory: pick("memory", DEFAULTS.memory, isBool),
     gpuMemory: pick("gpuMemory", DEFAULTS.gpuMemory, (v): v is string => typeof v === "string"),
     gpu: pick("gpu", DEFAULTS.gpu, (v): v is string => typeof v === "string"),
     interpreter: pick("interpreter", DEFAULTS.interpreter, (v): v is string => typeof v === "string"),
@@ -106,6 +109,7 @@ export function serverSettings(settings: Settings, interpreter: string): { shape
       dimNames: settings.dimNames,
       coverage: settings.coverage,
       scalarsOnGpu: settings.scalarsOnGpu,
+      memory: settings.memory,
       gpuMemory: settings.gpuMemory.trim() || null,
       gpu: settings.gpu.trim() || null,
       traceDir: settings.traceDir.trim() || null,

@@ -198,6 +198,7 @@ def _request(parser: argparse.ArgumentParser, options: argparse.Namespace) -> Ru
         keep_compile=run.keep_compile,
         scalars_on_gpu=run.scalars_on_gpu,
         gpu_memory_bytes=gpu_memory,
+        memory=run.memory,
         findings=read_flags(FindingsConfig, options),
         # The tracing options are named as the request's fields are.
         **{f.name: getattr(tracing, f.name) for f in dataclasses.fields(tracing)},

@@ -60,11 +60,21 @@ def pop_function_mode(torch: Any) -> None:
     torch._C._pop_torch_function_stack()
 
 
+ACCOUNTS_ONLY = "shapelens_accounts_only"
+"""Set on the class of a dispatch mode that only looks (the memory watch): it changes no
+result, so ShapeLens's own reads of real values (a NaN scan) may run under it."""
+
+
 def dispatch_mode_active(torch: Any) -> bool:
-    """A dispatch mode (fake tensors, a user's mode) is active. Every 2.x has the stack's
-    length; a build without it counts as none."""
+    """A dispatch mode (fake tensors, a user's mode) is active, other than ShapeLens's memory
+    watch. Every 2.x has the stack's length; a build without it counts as none."""
     length = getattr(torch._C, "_len_torch_dispatch_stack", None)
-    return length is not None and bool(length())
+    if length is None:
+        return False
+    mode_at = getattr(torch._C, "_get_dispatch_stack_at", None)
+    if mode_at is None:
+        return bool(length())
+    return any(not getattr(mode_at(i), ACCOUNTS_ONLY, False) for i in range(length()))
 
 
 # -- nn.Module -----------------------------------------------------------------------------

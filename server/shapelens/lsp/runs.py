@@ -414,6 +414,7 @@ def _run_request(host: RunHost, params: RunParams) -> RunRequest:
         scalars_on_gpu=settings.run.scalars_on_gpu,
         fake=params.fake,
         gpu_memory_bytes=budget_bytes(settings.run.gpu_memory, settings.run.gpu),
+        memory=settings.run.memory,
         findings=settings.findings,
     )
 

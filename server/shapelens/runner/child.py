@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import NoReturn
 
 from shapelens.debug import PYDEVD_PLUGIN_ROOT
+from shapelens.engine.after_import import when_imported
 from shapelens.engine.backends import (
     BackendUnavailable,
     TracingBackend,
@@ -88,7 +89,8 @@ class ChildRun:
         )
         self.modules = ModuleTree(scope, self.sources)
         self.shape_only = ShapeOnly()
-        self.memory = MemoryLedger(budget_bytes=config.gpu_memory_bytes)
+        # A budget is the simulated GPU's: a real run's device has its own memory.
+        self.memory = MemoryLedger(budget_bytes=config.gpu_memory_bytes if config.fake else None)
         self._memory_watch: MemoryWatch | None = None
         self._out_of_memory_sent = False
         self._flush_lock = threading.Lock()
@@ -304,6 +306,8 @@ class ChildRun:
         self.compile.install()
         if self.config.fake:
             self.shape_only.install(self._on_shape_only)
+        elif self.config.memory:  # opt-in: a dispatch mode on every op of a real run
+            when_imported("torch", lambda torch: self._watch_memory())
         self.engine.start()
         if not self.config.keep_compile:  # dynamo would trace our reading of module calls
             self.modules.install(self.engine, self.events)
@@ -341,6 +345,11 @@ class ChildRun:
     def _on_shape_only(self, simulated_cuda: bool) -> None:
         self.events.op_watch.base_depth = 1  # its mode stays on torch's function stack
         self.writer.send(messages.shape_only(simulated_cuda=simulated_cuda))
+        self._watch_memory()
+
+    def _watch_memory(self) -> None:
+        """Count storages and FLOPs from here on: fake ones (inside the shape-only run's
+        fake mode), or a real run's (``--memory``)."""
         self._memory_watch = MemoryWatch(self.memory, self.scope)
         self._memory_watch.start(sys.modules["torch"])
         self.modules.cost_of = self.memory.module_cost
@@ -387,15 +396,37 @@ def _without_our_frames(tb: types.TracebackType | None) -> types.TracebackType |
     overrides = getattr(sys.modules.get("torch.overrides"), "__file__", None)
     if isinstance(overrides, str):  # handle_torch_function: a call handed to our modes
         hidden = (*hidden, overrides)
-    kept: list[types.TracebackType] = []
+    torch_root = os.path.dirname(getattr(sys.modules.get("torch"), "__file__", None) or "/")
+    entries: list[tuple[types.TracebackType, str]] = []
     while tb is not None:
-        if not tb.tb_frame.f_code.co_filename.startswith(hidden):
-            kept.append(tb)
+        filename = tb.tb_frame.f_code.co_filename
+        kind = "ours" if filename.startswith(hidden) else "user"
+        if kind == "user" and torch_root != "/" and filename.startswith(torch_root + os.sep):
+            kind = "torch"
+        entries.append((tb, kind))
         tb = tb.tb_next
+    kept = [entry for entry, kind in _beside_ours_dropped(entries) if kind != "ours"]
     rebuilt: types.TracebackType | None = None
     for entry in reversed(kept):
         rebuilt = types.TracebackType(rebuilt, entry.tb_frame, entry.tb_lasti, entry.tb_lineno)
     return rebuilt
+
+
+def _beside_ours_dropped(
+    entries: list[tuple[types.TracebackType, str]],
+) -> list[tuple[types.TracebackType, str]]:
+    """Without torch's frames that hand a call to one of our modes or run it for them
+    (a dispatch mode's dynamo wrapper, ``OpOverload.__call__`` below the memory watch)."""
+    kinds = [kind for _, kind in entries]
+    kept: list[tuple[types.TracebackType, str]] = []
+    for index, (entry, kind) in enumerate(entries):
+        if kind == "torch":
+            before = next((k for k in reversed(kinds[:index]) if k != "torch"), None)
+            after = next((k for k in kinds[index + 1 :] if k != "torch"), None)
+            if "ours" in (before, after):
+                continue
+        kept.append((entry, kind))
+    return kept
 
 
 def _exit_code(err: SystemExit) -> int:

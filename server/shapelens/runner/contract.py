@@ -62,6 +62,8 @@ class RunRequest:
     """A shape-only run: the program on fake tensors (no data; CUDA simulated without a GPU)."""
     gpu_memory_bytes: int | None = None
     """A shape-only run's GPU memory: an ``out_of_memory`` finding where it runs out."""
+    memory: bool = False
+    """Count a real run's tensor memory and FLOPs (a shape-only run always does)."""
 
 
 class ChildConfigError(ValueError):
@@ -105,6 +107,8 @@ class ChildConfig:
     """Run on fake tensors (:mod:`shapelens.engine.shape_only`)."""
     gpu_memory_bytes: int | None = None
     """The simulated GPU's memory (:mod:`shapelens.engine.memory`)."""
+    memory: bool = False
+    """Watch the memory of a real run too (:mod:`shapelens.engine.memory`)."""
     fast_exit: bool = False
     """Forked from the warm runner: once the results are sent, skip interpreter teardown
     (as multiprocessing's children do), which would cost ~0.4 s with torch loaded."""
@@ -139,6 +143,7 @@ class ChildConfig:
             scalars_on_gpu=request.scalars_on_gpu,
             fake=request.fake,
             gpu_memory_bytes=request.gpu_memory_bytes,
+            memory=request.memory,
         )
 
     def with_fds(self, *, channel: int, control: int, crash: int) -> ChildConfig:

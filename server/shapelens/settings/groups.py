@@ -115,6 +115,16 @@ class RunSettings:
         help="keep torch.compile: compiled functions run compiled and their lines get no "
         "hints (default: they run eagerly, with hints)",
     )
+    memory: bool = setting(
+        False,
+        flag="--memory",
+        key="memory",
+        help="also count a real run's tensor memory and FLOPs per line, module and device "
+        "(a dispatch mode on every op: slower; a shape-only run always counts them)",
+        description="Count a real run's tensor memory and FLOPs per line, module and "
+        "device, as a shape-only run does (the hover's **memory**, the status bar's peak). "
+        "It watches every torch op: the run is slower.",
+    )
     gpu_memory: str | None = setting(
         None,
         flag="--gpu-memory",

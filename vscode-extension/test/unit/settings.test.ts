@@ -41,7 +41,7 @@ describe("readSettings", () => {
 
   it("maps to the server's settings", () => {
     const { settings } = readSettings(
-      (key) => ({ timeout: 30, "findings.mismatch": false, traceDir: " traces ", gpuMemory: "24GiB" })[key],
+      (key) => ({ timeout: 30, "findings.mismatch": false, traceDir: " traces ", gpuMemory: "24GiB", memory: true })[key],
     );
     expect(serverSettings(settings, "/venv/bin/python")).toEqual({
       shapelens: {
@@ -55,6 +55,7 @@ describe("readSettings", () => {
         dimNames: "off",
         coverage: false,
         scalarsOnGpu: false,
+        memory: true,
         gpuMemory: "24GiB",
         gpu: null,
         traceDir: "traces",

@@ -21,6 +21,7 @@ from types import FrameType
 from typing import Any
 
 from shapelens.engine import torch_compat, values
+from shapelens.engine.findings import call_trials, nonfinite
 from shapelens.engine.memory.ledger import MemoryLedger, Running, Where
 from shapelens.engine.scope import UserCodeScope
 
@@ -34,7 +35,7 @@ class MemoryWatch:
         self._in_step = 0
         self._in_backward = 0
         self._last: tuple[int, int] | None = None
-        self._user_code: dict[Any, bool] = {}
+        self._user_code: dict[Any, bool | str] = {}
         self._parameters: weakref.WeakSet[Any] = weakref.WeakSet()
         self._calls: list[int] = []
         """ids of the modules whose forward is running, outermost first."""
@@ -44,7 +45,9 @@ class MemoryWatch:
 
     # -- installing ----------------------------------------------------------------------
     def start(self, torch: Any) -> None:
-        """Watch from here on (after the fake mode, so ops reach it with fake tensors)."""
+        """Watch from here on: a shape-only run starts it after its fake mode, so ops reach
+        it with fake tensors; a real run (``--memory``) once torch is imported, with real
+        ones (sizes and storages are read the same way: nothing here assumes ``meta``)."""
         self._torch = torch
         self._flops = torch_compat.flop_formulas()
         self._rnn_layer = torch_compat.onednn_rnn_layer(torch)
@@ -109,9 +112,10 @@ class MemoryWatch:
 
     def _follow_module_calls(self, torch: Any) -> None:
         """torch's global forward hooks (public, every 2.x): which modules' forwards run.
-        They take module calls off torch's fast path, which costs nothing next to fake
-        kernels (shape-only runs only). A module's backward runs from the gradients of its
-        outputs being ready to those of its inputs (as torch's ``ModuleTracker`` sees it)."""
+        They take module calls off torch's fast path, which costs little next to fake
+        kernels, and a real run asks for it (``--memory``). A module's backward runs from
+        the gradients of its outputs being ready to those of its inputs (as torch's
+        ``ModuleTracker`` sees it)."""
         module = importlib.import_module("torch.nn.modules.module")
         grad_hook = importlib.import_module("torch.autograd.graph").register_multi_grad_hook
         calls, backward = self._calls, self._backward
@@ -305,13 +309,19 @@ class MemoryWatch:
         return freed
 
     def _user_frame(self, frame: FrameType | None) -> FrameType | None:
-        """The innermost frame of the user's code above the op."""
+        """The innermost frame of the user's code above the op; None for an op of ShapeLens's
+        own findings (a NaN scan, a failed call tried again): not the program's memory."""
         known = self._user_code
         while frame is not None:
             code = frame.f_code
             mine = known.get(code)
             if mine is None:
-                mine = known[code] = self.scope.user_file(code.co_filename) is not None
+                filename = code.co_filename
+                mine = known[code] = (
+                    _OWN if filename in _OWN_WORK else self.scope.user_file(filename) is not None
+                )
+            if mine is _OWN:
+                return None
             if mine:
                 return frame
             frame = frame.f_back
@@ -336,6 +346,10 @@ def _gpu_first(device: str) -> tuple[bool, str]:
     return (device.startswith("cpu"), device)
 
 
+_OWN = "own"
+_OWN_WORK = frozenset(module.__file__ for module in (call_trials, nonfinite))
+"""ShapeLens's modules that run ops of their own on the program's tensors."""
+
 _PROBE_BYTES = 2**28
 """The most bytes of arguments a kernel is run with, for real, to learn its workspace."""
 
@@ -349,6 +363,8 @@ def _mode_class() -> type:
         base = torch_compat.dispatch_mode_class()
 
         class _Watching(base):  # type: ignore[misc, valid-type]
+            shapelens_accounts_only = True  # torch_compat.ACCOUNTS_ONLY
+
             def __init__(self, watch: MemoryWatch) -> None:
                 super().__init__()
                 self.watch = watch
