@@ -5,6 +5,8 @@ the CPU: the real run's live tensor bytes, counted by a storage-tracking dispatc
 real tensors (bench/memory_real.py), and its FLOPs by torch's FlopCounterMode, next to what
 `shapelens run --fake` reports for the same program. The peak must be within 10 %;
 parameters, gradients and AdamW's state exact; FLOPs equal.
+Then what counting costs a real run: the MLP and the GPT as a plain `shapelens run` and as
+`shapelens run --memory` (the same watch over the real tensors), side by side.
 Usage: python bench/memory_accuracy.py [--out FILE]
 """
 
@@ -12,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -50,6 +54,53 @@ def shape_only(program: Path) -> dict[str, Any]:
     return {"peak": cpu["peak_bytes"], "breakdown": cpu["breakdown"], "flops": memory["flops"]}
 
 
+def run_seconds(program: Path, *options: str) -> float:
+    """CPU seconds of ``shapelens run`` (both processes; torch's import included), with one
+    thread per kernel: on a busy machine OpenMP's spinning threads would swamp the rest."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(
+        [sys.executable, "-m", "shapelens", "run", *options, "--quiet", str(program)],
+        check=True,
+        capture_output=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def cost_rows(repeats: int = 3) -> list[str]:
+    """Each program's best of ``repeats``, the two kinds of run taking turns (so that a busy
+    machine slows both alike)."""
+    rows = [
+        "| 10 × (model, one AdamW step) (CPU), CPU seconds | `shapelens run` "
+        "| `shapelens run --memory` | ratio | less a run of `import torch`: plain, `--memory`, "
+        "ratio |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    with tempfile.TemporaryDirectory() as folder:
+        imports = Path(folder) / "imports.py"
+        imports.write_text("import torch\nimport torch.nn.functional\n")
+        base = min(run_seconds(imports) for _ in range(repeats))
+        for name in ("mlp", "gpt"):
+            # ten times the program (its lines traced: it is under the working directory), so
+            # that its ops, not torch's import, make most of the time
+            program = Path(folder) / f"{name}_x10.py"
+            workload = BENCH / "workloads" / "memory" / f"{name}.py"
+            program.write_text(
+                f"import runpy\nfor _ in range(10):\n    runpy.run_path({str(workload)!r})\n"
+            )
+            plain = counted = float("inf")
+            for _ in range(repeats):
+                plain = min(plain, run_seconds(program))
+                counted = min(counted, run_seconds(program, "--memory"))
+            step, step_counted = plain - base, counted - base
+            rows.append(
+                f"| {name} | {plain:.2f} s | {counted:.2f} s | {counted / plain:.2f} "
+                f"| {step:.2f} s, {step_counted:.2f} s, {step_counted / step:.2f} |"
+            )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=None)
@@ -73,6 +124,7 @@ def main() -> None:
             f"{'exact' if exact else 'DIFFER'} | {measured['flops']:,} | {estimated['flops']:,} |"
         )
     emit(rows, options.out)
+    emit(cost_rows(), options.out)
 
 
 if __name__ == "__main__":
