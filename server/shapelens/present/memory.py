@@ -1,5 +1,6 @@
-"""What a shape-only run's memory report says: the summary's lines, a line's figures (the
-hover), the ``out_of_memory`` sentence. Rounded here, from the trace's exact numbers."""
+"""What a run's memory report says (shape-only, or real with ``--memory``): the summary's
+lines, a line's figures (the hover), the ``out_of_memory`` sentence. Rounded here, from the
+trace's exact numbers."""
 
 from __future__ import annotations
 
