@@ -61,6 +61,14 @@ def _private_names(tree: ast.Module) -> list[tuple[str, str]]:
     """(how it is shown, the name) for each private name ``tree`` uses: an imported private
     torch module, an attribute ``x._name`` (not of ``self`` or ``cls``), a string ``"_name"``."""
     found = []
+    # the text pieces of an f-string (f"*{slot}_batch") are not names handed to anything
+    pieces = {
+        id(part)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.JoinedStr)
+        for part in node.values
+        if isinstance(part, ast.Constant)
+    }
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [(a.name, a.name) for a in node.names if _private_torch_module(a.name)]
@@ -70,7 +78,11 @@ def _private_names(tree: ast.Module) -> list[tuple[str, str]]:
             root = node.value
             if not (isinstance(root, ast.Name) and root.id in ("self", "cls")):
                 found.append((f"line {node.lineno}: .{node.attr}", node.attr))
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in pieces
+        ):
             text = node.value
             if _private_torch_module(text) or PRIVATE.match(text):
                 found.append((f"line {node.lineno}: {text!r}", text))
