@@ -344,6 +344,11 @@ def test_a_real_run_counts_the_program_s_memory_not_shapelens_s(script, tmp_path
     assert run.findings("nonfinite") and run.findings("shape_mismatch")
     traceback = run.stderr.split("RuntimeError: mat1 and mat2 shapes")[0]
     assert traceback.count('File "') == 1, traceback  # the user's line alone
+    # torch's frames the program itself went through stay, as Python prints them
+    script("import torch\nfc = torch.nn.Linear(4, 2)\ny = fc(torch.randn(3, 5))\n", "layer.py")
+    failed = run_cli("--memory", "layer.py", cwd=tmp_path).stderr
+    files = [line.split('"')[1] for line in failed.splitlines() if line.startswith('  File "')]
+    assert Path(files[0]).name == "layer.py" and files[-1].endswith("linear.py")
 
 
 async def test_the_editor_setting_counts_a_real_run_s_memory(lsp: LspSession) -> None:

@@ -415,18 +415,26 @@ def _without_our_frames(tb: types.TracebackType | None) -> types.TracebackType |
 def _beside_ours_dropped(
     entries: list[tuple[types.TracebackType, str]],
 ) -> list[tuple[types.TracebackType, str]]:
-    """Without torch's frames that hand a call to one of our modes or run it for them
-    (a dispatch mode's dynamo wrapper, ``OpOverload.__call__`` below the memory watch)."""
+    """Without torch's frames that exist only because one of our modes ran: those below our
+    frames (``OpOverload.__call__`` running an op for the memory watch) and dynamo's
+    wrapper just above a mode of ours. torch's frames the program itself went through
+    (``linear.py``'s ``forward``) stay, as Python would print them."""
     kinds = [kind for _, kind in entries]
     kept: list[tuple[types.TracebackType, str]] = []
     for index, (entry, kind) in enumerate(entries):
         if kind == "torch":
             before = next((k for k in reversed(kinds[:index]) if k != "torch"), None)
             after = next((k for k in kinds[index + 1 :] if k != "torch"), None)
-            if "ours" in (before, after):
+            if before == "ours" or (after == "ours" and _wraps_a_mode(entry)):
                 continue
         kept.append((entry, kind))
     return kept
+
+
+def _wraps_a_mode(entry: types.TracebackType) -> bool:
+    """torch's dynamo-disabling wrapper around a mode's ``__torch_dispatch__``."""
+    filename = entry.tb_frame.f_code.co_filename.replace(os.sep, "/")
+    return "/torch/_dynamo/" in filename or filename.endswith("/torch/_compile.py")
 
 
 def _exit_code(err: SystemExit) -> int:
