@@ -31,6 +31,7 @@ TOLD_TO_THE_CHILD = {
     "scalars_on_gpu": "scalars_on_gpu",
     "fake": "fake",
     "gpu_memory_bytes": "gpu_memory_bytes",
+    "memory": "memory",
 }
 PARENT_ONLY = {"module", "python", "env", "timeout_s", "capture_output"}
 
@@ -55,6 +56,7 @@ def _request(tmp_path_str: str) -> RunRequest:
         scalars_on_gpu=True,
         fake=True,
         gpu_memory_bytes=24 * 2**30,
+        memory=True,
     )
 
 
