@@ -75,8 +75,9 @@ for index in "${!SETS[@]}"; do
   echo "== compatibility: $name ($("$python" -c 'import sys, torch; print("Python %d.%d.%d" % sys.version_info[:3], "torch", torch.__version__)')), ${left}s left"
   if [ "$left" -le 0 ]; then echo "the compatibility stage ran past ${BUDGET}s" >&2; exit 1; fi
   # shellcheck disable=SC2086  # the files are words
+  # two workers: a file's traced runs wait on their children, one worker kept a core idle
   SHAPELENS_TEST_PYTHON=$PWD/$python timeout "$left" "$PY" -m pytest -q -p no:cacheprovider \
-    $files -k "not language_server" \
+    -n 2 --dist loadfile $files -k "not language_server" \
     || { status=$?; [ $status -eq 124 ] && echo "the compatibility stage ran past ${BUDGET}s" >&2; exit $status; }
 done
 echo "== compatibility stage: $((SECONDS - started))s of ${BUDGET}s"
