@@ -13,9 +13,6 @@ PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $$HOME/.pyenv)
 OTHER_PYTHON_VERSIONS := 3.12.1 3.13.0
 EXTRA_PYTHONS ?= $(foreach v,$(OTHER_PYTHON_VERSIONS),$(PYENV_ROOT)/versions/$(v)/bin/python)
 TORCH_PIN := torch==2.13.0
-# torch's ~6,000 modules are not byte-compiled at install (CPU a fresh clone's `make test`
-# needs for its tests): Python compiles the few hundred a run imports, once, on first use.
-NO_COMPILE := --no-compile
 
 .PHONY: install run test test-installs lint typecheck pytest other-venvs-torch other-venvs pytest-other-pythons pytest-monitoring pytest-backend-subset bench clean extension extension-unit bundle-python vsix e2e-tools e2e e2e-run test-compat compat-venvs test-torch-versions
 
@@ -25,7 +22,7 @@ install: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml setup.py server/shapelens/engine/_library_gate.c
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q $(NO_COMPILE) $(TORCH_PIN)
+	$(PY) -m pip install -q $(TORCH_PIN)
 	$(PY) -m pip install -q -e ".[dev]"
 	touch $@
 
@@ -78,7 +75,7 @@ other-venvs-torch:
 	  fi; \
 	  venv=$(call venv_of,$$interpreter); \
 	  if [ ! $$venv/.installed -nt pyproject.toml ]; then \
-	    ( $$interpreter -m venv $$venv && $$venv/bin/python -m pip install -q $(NO_COMPILE) $(TORCH_PIN) ) & \
+	    ( $$interpreter -m venv $$venv && $$venv/bin/python -m pip install -q $(TORCH_PIN) ) & \
 	    installs="$$installs $$!"; \
 	  fi; \
 	done; \

@@ -44,8 +44,7 @@ venv_for() {  # name version pins: the venv's python, made when missing
     rm -rf "$venv"
     "$interpreter" -m venv "$venv"
     # shellcheck disable=SC2086  # the pins are words
-    # not byte-compiled at install (as the Makefile's): the modules a run imports are, once
-    "$venv/bin/python" -m pip install -q --no-compile $3 >&2
+    "$venv/bin/python" -m pip install -q $3 >&2
     touch "$venv/.installed"
   fi
   echo "$venv/bin/python"
