@@ -156,7 +156,11 @@ def test_each_module_s_activations_and_flops_and_the_totals(script, tmp_path: Pa
         "flops": 2 * 64 * 512 * 1024 + 2 * 64 * 1024 * 10,
         # the weights' gradients, and the last Linear's input's (x needs none)
         "backward_flops": 2 * 64 * 512 * 1024 + 2 * 2 * 64 * 1024 * 10,
+        "grad_bytes": 0,  # opt.zero_grad() last: set to None
+        # AdamW's two moments of every parameter, and its 4-byte step count of each
+        "optimizer_state_bytes": 2 * PARAMETERS + 4 * 4,
     }
+    assert costs["0"]["optimizer_state_bytes"] == 2 * (512 * 1024 + 1024) * 4 + 2 * 4
     assert costs["0"]["flops"] == 2 * 64 * 512 * 1024  # a child's figures, its own
     assert costs["1"]["flops"] == 0 and costs["1"]["activation_bytes"] == 64 * 1024 * 4
     listing = run.stdout + run.stderr
@@ -165,7 +169,8 @@ def test_each_module_s_activations_and_flops_and_the_totals(script, tmp_path: Pa
     assert "256.0 KiB    67.1 MFLOP     67.1 MFLOP" in listing
     assert (
         "total: 535.6k params (535.6k trainable), 2.0 MiB of parameters; a forward keeps "
-        "514.5 KiB for the backward, 68.4 MFLOP forward, 69.7 MFLOP backward"
+        "514.5 KiB for the backward, 68.4 MFLOP forward, 69.7 MFLOP backward; gradients 0 B, "
+        "optimizer state 4.1 MiB"
     ) in listing
 
 
@@ -284,8 +289,10 @@ def test_a_statement_holds_no_intermediate_its_modules_let_go(script, tmp_path: 
     assert parameters + 3 * activation <= line["peak_bytes"] <= parameters + 4 * activation
 
 
-REAL = TRAIN.replace(".cuda()", "").replace(', device="cuda"', "")
-"""TRAIN on the CPU, real tensors."""
+REAL = TRAIN.replace(".cuda()", "").replace(', device="cuda"', "").replace(
+    "    opt.zero_grad()\n", "    opt.zero_grad()\nmodel(x).sum().backward()\n"
+)
+"""TRAIN on the CPU, real tensors, with gradients left at the end."""
 
 
 def test_a_real_run_counts_its_memory_when_asked(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
@@ -312,11 +319,14 @@ def test_a_real_run_counts_its_memory_when_asked(script, tmp_path: Path) -> None
     backward = _reference_flops(loss.backward)
     assert _line(memory, main, "logits = model(x)")["flops"] == forward
     assert _line(memory, main, "loss.backward()")["flops"] == backward
-    assert memory["flops"] == 2 * (forward + backward)
-    assert {m["path"]: m["cost"] for m in run.trace["modules"]}[""]["flops"] == forward
+    assert memory["flops"] == 3 * (forward + backward)  # two steps, the backward after
+    root = {m["path"]: m["cost"] for m in run.trace["modules"]}[""]
+    assert root["flops"] == forward
+    assert root["optimizer_state_bytes"] == 2 * PARAMETERS + 4 * 4  # per module, as above
+    assert root["grad_bytes"] == PARAMETERS  # the last backward's, left after the loop
     listing = run.stdout + run.stderr
     assert f"memory: peak 12.3 MiB on cpu at main.py:{line_of(main, 'opt.step()')}" in listing
-    assert "compute: 276.3 MFLOP in all" in listing
+    assert "compute: 414.4 MFLOP in all" in listing
     # not asked: no dispatch mode, no memory section
     plain = run_cli("main.py", cwd=tmp_path)
     assert plain.returncode == 0 and plain.trace.get("memory") is None

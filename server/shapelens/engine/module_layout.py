@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from shapelens.engine import torch_compat
@@ -55,6 +55,7 @@ def entry(
     sources: SourceMaps,
     scope: UserCodeScope,
     cost_of: Callable[[int], dict[str, int] | None] | None = None,
+    optimizer_state_of: Mapping[int, int] | None = None,
 ) -> dict[str, Any]:
     """One module of the trace format's ``modules``, at ``path`` in ``layout``; ``cost_of``:
     a shape-only run's memory and FLOPs of its latest forward, by the module's ``id``."""
@@ -70,10 +71,12 @@ def entry(
         declared = _declared(stats, path, layout, sources, scope)
         stats.located = (path, declared, _forward_of(module))
     cost = cost_of(id(module)) if cost_of is not None else None
-    if cost is not None and stats.param_bytes is None:
-        stats.param_bytes = sum(int(p.numel()) * p.element_size() for p in module.parameters())
+    if cost is not None:
+        if stats.param_bytes is None:
+            stats.param_bytes = sum(int(p.numel()) * p.element_size() for p in module.parameters())
+        cost = {"param_bytes": stats.param_bytes, **cost, **_kept(module, optimizer_state_of)}
     return {
-        **({"cost": {"param_bytes": stats.param_bytes, **cost}} if cost is not None else {}),
+        **({"cost": cost} if cost is not None else {}),
         "path": path,
         "class": type(module).__name__,
         "params": stats.params[0],
@@ -138,3 +141,16 @@ def _forward_of(module: Any) -> dict[str, Any] | None:
     if code is None or code.co_filename.startswith("<"):
         return None
     return {"file": os.path.realpath(code.co_filename), "line": code.co_firstlineno}
+
+
+def _kept(module: Any, optimizer_state_of: Mapping[int, int] | None) -> dict[str, int]:
+    """What its parameters keep besides themselves now: their gradients, and the optimizer's
+    state for them after its latest step (its children's included)."""
+    grads = state = 0
+    for parameter in module.parameters():
+        grad = parameter.grad
+        if grad is not None:
+            grads += int(grad.numel()) * grad.element_size()
+        if optimizer_state_of:
+            state += optimizer_state_of.get(id(parameter), 0)
+    return {"grad_bytes": grads, "optimizer_state_bytes": state}

@@ -161,6 +161,10 @@ def totals_text(modules: Sequence[ModuleCall]) -> str:
             f"{format_flops(sum(c.flops for c in costs))} forward, "
             f"{format_flops(sum(c.backward_flops for c in costs))} backward"
         )
+        grads = sum(c.grad_bytes for c in costs)
+        state = sum(c.optimizer_state_bytes for c in costs)
+        if grads or state:
+            text += f"; gradients {format_bytes(grads)}, optimizer state {format_bytes(state)}"
     return text
 
 

@@ -257,6 +257,8 @@ def module_to_json(module: ModuleCall) -> dict[str, Any]:
             "activation_bytes": module.cost.activation_bytes,
             "flops": module.cost.flops,
             "backward_flops": module.cost.backward_flops,
+            "grad_bytes": module.cost.grad_bytes,
+            "optimizer_state_bytes": module.cost.optimizer_state_bytes,
         }
     return out
 
@@ -302,6 +304,8 @@ def _module_cost_of(data: Any) -> ModuleCost | None:
         activation_bytes=int(data["activation_bytes"]),
         flops=int(data["flops"]),
         backward_flops=int(data.get("backward_flops", 0)),
+        grad_bytes=int(data.get("grad_bytes", 0)),
+        optimizer_state_bytes=int(data.get("optimizer_state_bytes", 0)),
     )
 
 

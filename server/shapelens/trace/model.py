@@ -121,6 +121,10 @@ class ModuleCost:
     """FLOPs of its forward (torch's FlopCounterMode formulas)."""
     backward_flops: int = 0
     """FLOPs of the backward through that forward (0 in traces written before it)."""
+    grad_bytes: int = 0
+    """Its parameters' gradients, as they are now."""
+    optimizer_state_bytes: int = 0
+    """The optimizer's state for its parameters after the latest step (AdamW: two moments)."""
 
 
 @dataclass(frozen=True, kw_only=True)

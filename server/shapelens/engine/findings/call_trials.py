@@ -129,8 +129,7 @@ def _runs(
     operand ``changed`` as ``dtype``."""
     try:
         copies = {
-            id(t): make(torch, t, dtype if i == changed else t.dtype)
-            for i, t in enumerate(tensors)
+            id(t): make(torch, t, dtype if i == changed else t.dtype) for i, t in enumerate(tensors)
         }
         meta_args, meta_kwargs = torch_compat.tree_map(
             lambda leaf: copies.get(id(leaf), leaf), (args, kwargs)

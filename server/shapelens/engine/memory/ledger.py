@@ -95,6 +95,9 @@ class MemoryLedger:
         """By ``id`` of the module (the module tree holds the modules: ids stay theirs)."""
         self.on_module_costs: Callable[[], None] | None = None
         """Told when modules' costs changed after their calls (a backward pass ended)."""
+        self.optimizer_state_of: dict[int, int] = {}
+        """id of a parameter → bytes of its optimizer state after the latest step (the
+        module tree sums them per module; parameters live as long as their modules)."""
         self.module_names: dict[int, tuple[str, str]] = {}
         """id of a module → (its dot path from its root, ``""`` for a root; its class)."""
         self.changed = False

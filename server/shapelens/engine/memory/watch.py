@@ -75,12 +75,13 @@ class MemoryWatch:
         def after(step_of: Any, *_: Any) -> None:
             self._in_step -= 1
             with contextlib.suppress(Exception):
-                state = [
-                    self._key(tensor)
-                    for per_parameter in step_of.state.values()
-                    for tensor in per_parameter.values()
-                    if isinstance(tensor, torch.Tensor)
-                ]
+                state = []
+                for parameter, per_parameter in step_of.state.items():
+                    tensors = [t for t in per_parameter.values() if isinstance(t, torch.Tensor)]
+                    state += [self._key(tensor) for tensor in tensors]
+                    self.ledger.optimizer_state_of[id(parameter)] = sum(
+                        t.untyped_storage().nbytes() for t in tensors
+                    )
                 self.ledger.settle(state, "optimizer state", began.pop() if began else 0)
 
         for handle in (
