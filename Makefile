@@ -14,7 +14,7 @@ OTHER_PYTHON_VERSIONS := 3.12.1 3.13.0
 EXTRA_PYTHONS ?= $(foreach v,$(OTHER_PYTHON_VERSIONS),$(PYENV_ROOT)/versions/$(v)/bin/python)
 TORCH_PIN := torch==2.13.0
 
-.PHONY: install run test test-installs lint typecheck pytest other-venvs-torch other-venvs pytest-other-pythons pytest-monitoring pytest-backend-subset bench clean extension extension-unit bundle-python vsix e2e-tools e2e e2e-run test-compat compat-venvs test-torch-versions
+.PHONY: install run test bytecode test-installs lint typecheck pytest other-venvs-torch other-venvs pytest-other-pythons pytest-monitoring pytest-backend-subset bench clean extension extension-unit bundle-python vsix e2e-tools e2e e2e-run test-compat compat-venvs test-torch-versions
 
 install: $(VENV)/.installed
 
@@ -42,6 +42,7 @@ PYTEST_WORKERS ?= 3
 PYTEST_ARGS := -q -n $(PYTEST_WORKERS) --dist loadfile
 test:
 	$(MAKE) test-installs
+	$(MAKE) bytecode
 	@set -e; ( $(MAKE) compat-venvs > .compat-venvs.log 2>&1 ) & compat=$$!; \
 	trap 'kill $$compat 2>/dev/null || true' EXIT; \
 	$(MAKE) -j4 --output-sync=target pytest lint typecheck vsix; \
@@ -49,6 +50,15 @@ test:
 	wait $$compat || { cat .compat-venvs.log; echo "the compatibility venvs failed to install" >&2; exit 1; }; \
 	$(MAKE) test-compat; \
 	$(MAKE) e2e-run
+
+# This machine (and CI) sets PYTHONDONTWRITEBYTECODE=1, so the editable install's modules
+# would be compiled from source by every process that imports them (each `shapelens run`,
+# language server and fork server of the suites: ~0.1 s each). Compiled here once per
+# interpreter the tests run the package in; a .pyc whose source changed is not used.
+bytecode:
+	@for python in $(PY) $(EXTRA_PYTHONS) $(PYENV_ROOT)/versions/3.10.13/bin/python; do \
+	  if [ -x $$python ]; then $$python -m compileall -q server/shapelens > /dev/null || true; fi; \
+	done
 
 test-installs:
 	$(MAKE) -j4 --output-sync=target install other-venvs node_modules/.installed e2e-tools
