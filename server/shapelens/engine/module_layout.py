@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from shapelens.engine import torch_compat
@@ -55,7 +55,7 @@ def entry(
     sources: SourceMaps,
     scope: UserCodeScope,
     cost_of: Callable[[int], dict[str, int] | None] | None = None,
-    optimizer_state_of: Mapping[int, int] | None = None,
+    kept_for: Callable[[int], tuple[int, int]] | None = None,
 ) -> dict[str, Any]:
     """One module of the trace format's ``modules``, at ``path`` in ``layout``; ``cost_of``:
     a shape-only run's memory and FLOPs of its latest forward, by the module's ``id``."""
@@ -74,7 +74,7 @@ def entry(
     if cost is not None:
         if stats.param_bytes is None:
             stats.param_bytes = sum(int(p.numel()) * p.element_size() for p in module.parameters())
-        cost = {"param_bytes": stats.param_bytes, **cost, **_kept(module, optimizer_state_of)}
+        cost = {"param_bytes": stats.param_bytes, **cost, **_kept(module, kept_for)}
     return {
         **({"cost": cost} if cost is not None else {}),
         "path": path,
@@ -143,14 +143,14 @@ def _forward_of(module: Any) -> dict[str, Any] | None:
     return {"file": os.path.realpath(code.co_filename), "line": code.co_firstlineno}
 
 
-def _kept(module: Any, optimizer_state_of: Mapping[int, int] | None) -> dict[str, int]:
-    """What its parameters keep besides themselves now: their gradients, and the optimizer's
-    state for them after its latest step (its children's included)."""
+def _kept(module: Any, kept_for: Callable[[int], tuple[int, int]] | None) -> dict[str, int]:
+    """What its parameters keep besides themselves: their gradients and the optimizer's
+    state for them, as the memory ledger last saw them (its children's included). Read from
+    the ledger: this runs on the flusher thread, and ``.grad`` is the program's to write."""
     grads = state = 0
-    for parameter in module.parameters():
-        grad = parameter.grad
-        if grad is not None:
-            grads += int(grad.numel()) * grad.element_size()
-        if optimizer_state_of:
-            state += optimizer_state_of.get(id(parameter), 0)
+    if kept_for is not None:
+        for parameter in module.parameters():
+            grad, kept = kept_for(id(parameter))
+            grads += grad
+            state += kept
     return {"grad_bytes": grads, "optimizer_state_bytes": state}

@@ -27,7 +27,7 @@ each ``Module.__call__``'s call event under ``sys.settrace``). Estimated counts 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from types import CodeType, FrameType, ModuleType
 from typing import Any, Protocol
 
@@ -96,8 +96,8 @@ class ModuleTree:
 
     def __init__(self, scope: UserCodeScope, sources: SourceMaps) -> None:
         self.cost_of: Callable[[int], dict[str, int] | None] | None = None
-        self.optimizer_state_of: Mapping[int, int] | None = None
-        """id of a parameter → its optimizer state's bytes (memory runs)."""
+        self.kept_for: Callable[[int], tuple[int, int]] | None = None
+        """id of a parameter → (its gradient's, its optimizer state's bytes) (memory runs)."""
         """A shape-only run's memory and FLOPs of a module's latest forward, by its id."""
         self.scope = scope
         self.sources = sources
@@ -308,10 +308,10 @@ class ModuleTree:
         self._changed = False
         try:
             layout = self._layout = self._layout or lay_out(self._stats)
-            cost_of, state_of = self.cost_of, self.optimizer_state_of
+            cost_of, kept_for = self.cost_of, self.kept_for
             return messages.modules(
                 [
-                    entry(stats, path, layout, self.sources, self.scope, cost_of, state_of)
+                    entry(stats, path, layout, self.sources, self.scope, cost_of, kept_for)
                     for stats, path in layout
                 ]
             )

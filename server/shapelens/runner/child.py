@@ -353,7 +353,7 @@ class ChildRun:
         self._memory_watch = MemoryWatch(self.memory, self.scope)
         self._memory_watch.start(sys.modules["torch"])
         self.modules.cost_of = self.memory.module_cost
-        self.modules.optimizer_state_of = self.memory.optimizer_state_of
+        self.modules.kept_for = self.memory.kept_for
         self.memory.on_module_costs = self.modules.costs_changed
 
     def _describe(self, exc: BaseException) -> messages.ExceptionRecord:

@@ -95,12 +95,21 @@ class MemoryLedger:
         """By ``id`` of the module (the module tree holds the modules: ids stay theirs)."""
         self.on_module_costs: Callable[[], None] | None = None
         """Told when modules' costs changed after their calls (a backward pass ended)."""
+        self.gradient_of: dict[int, tuple[int, int]] = {}
+        """id of a parameter → (storage key, bytes) of its gradient after the latest backward:
+        what the module tree reads from the flusher thread (never ``.grad`` itself, which the
+        program's thread writes during a backward)."""
         self.optimizer_state_of: dict[int, int] = {}
         """id of a parameter → bytes of its optimizer state after the latest step (the
         module tree sums them per module; parameters live as long as their modules)."""
         self.module_names: dict[int, tuple[str, str]] = {}
         """id of a module → (its dot path from its root, ``""`` for a root; its class)."""
         self.changed = False
+
+    def kept_for(self, parameter: int) -> tuple[int, int]:
+        """(its gradient's bytes while that storage lives, its optimizer state's bytes)."""
+        key, nbytes = self.gradient_of.get(parameter, (0, 0))
+        return (nbytes if key in self._storages else 0), self.optimizer_state_of.get(parameter, 0)
 
     # -- storages ------------------------------------------------------------------------
     def tracks(self, key: int) -> bool:

@@ -171,7 +171,13 @@ class MemoryWatch:
         return (self._calls[-1], "forward") if self._calls else None
 
     def _settle_gradients(self, began: int) -> None:
-        grads = [self._key(p.grad) for p in list(self._parameters) if p.grad is not None]
+        grads = []
+        for parameter in list(self._parameters):
+            grad = parameter.grad
+            if grad is not None:
+                key = self._key(grad)
+                grads.append(key)
+                self.ledger.gradient_of[id(parameter)] = (key, grad.untyped_storage().nbytes())
         self.ledger.settle(grads, "gradients", began)
 
     @staticmethod
