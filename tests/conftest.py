@@ -251,6 +251,19 @@ class LspSession:
         assert isinstance(result, dict), result
         return result
 
+    async def code_actions(
+        self, uri: str, line: int, only: list[str] | None = None
+    ) -> list[types.CodeAction]:
+        """The code actions offered at column 4 of ``line`` (0-based)."""
+        found = await self.client.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                range=types.Range(types.Position(line, 4), types.Position(line, 4)),
+                context=types.CodeActionContext(diagnostics=[], only=only),
+            )
+        )
+        return [a for a in found or [] if isinstance(a, types.CodeAction)]
+
     async def hints(self, uri: str, lines: int = 200) -> dict[int, str]:
         found = await self.client.text_document_inlay_hint_async(
             types.InlayHintParams(

@@ -113,19 +113,6 @@ def _apply(text: str, edits: list[types.TextEdit]) -> str:
     return text
 
 
-async def _actions(
-    lsp: LspSession, uri: str, line: int, only: list[str] | None = None
-) -> list[types.CodeAction]:
-    found = await lsp.client.text_document_code_action_async(
-        types.CodeActionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri),
-            range=types.Range(types.Position(line, 4), types.Position(line, 4)),
-            context=types.CodeActionContext(diagnostics=[], only=only),
-        )
-    )
-    return [a for a in found or [] if isinstance(a, types.CodeAction)]
-
-
 def _edits(action: types.CodeAction, uri: str) -> list[types.TextEdit]:
     assert action.edit is not None and action.edit.changes is not None
     return list(action.edit.changes[uri])
@@ -164,7 +151,7 @@ async def test_code_actions_write_shape_comments_and_checked_jaxtyping(lsp: LspS
 
     # "Add shape comment": names where the statement built the dim from one, sizes elsewhere
     k_line = line_of(path, "k = k.view(") - 1
-    [action] = await _actions(lsp, uri, k_line)
+    [action] = await lsp.code_actions(uri, k_line)
     assert action.title == "Add shape comment: # (B, n_head, T, C // n_head)"
     assert action.kind == types.CodeActionKind.RefactorRewrite
     commented = _apply(text, _edits(action, uri)).splitlines()[k_line]
@@ -173,26 +160,26 @@ async def test_code_actions_write_shape_comments_and_checked_jaxtyping(lsp: LspS
         "  # (B, n_head, T, C // n_head)"
     )
     # a dim that varied with no name the code gave it: the range seen, never a made-up name
-    [pos] = await _actions(lsp, uri, line_of(path, "pos = ") - 1)
+    [pos] = await lsp.code_actions(uri, line_of(path, "pos = ") - 1)
     assert pos.title == "Add shape comment: # (3‥8,)"
-    [logits] = await _actions(lsp, uri, line_of(path, "logits = ") - 1)
+    [logits] = await lsp.code_actions(uri, line_of(path, "logits = ") - 1)
     assert logits.title == "Add shape comment: # (2, 10)"
     # q, k, v of one shape: one comment
-    [split] = await _actions(lsp, uri, line_of(path, "q, k, v = ") - 1)
+    [split] = await lsp.code_actions(uri, line_of(path, "q, k, v = ") - 1)
     assert split.title == "Add shape comment: # (4, 3‥8, 32)"
 
     # none on a line with a comment, one that did not run, past the end, an unknown file
-    assert await _actions(lsp, uri, line_of(path, "y = y.transpose(") - 1) == []
-    assert await _actions(lsp, uri, line_of(path, "import torch") - 1) == []
-    assert await _actions(lsp, uri, 999) == []
-    assert await _actions(lsp, uri, k_line, only=[types.CodeActionKind.QuickFix]) == []
-    assert len(await _actions(lsp, uri, k_line, only=[types.CodeActionKind.Refactor])) == 1
-    assert await _actions(lsp, (lsp.root / "other.py").as_uri(), 0) == []
+    assert await lsp.code_actions(uri, line_of(path, "y = y.transpose(") - 1) == []
+    assert await lsp.code_actions(uri, line_of(path, "import torch") - 1) == []
+    assert await lsp.code_actions(uri, 999) == []
+    assert await lsp.code_actions(uri, k_line, only=[types.CodeActionKind.QuickFix]) == []
+    assert len(await lsp.code_actions(uri, k_line, only=[types.CodeActionKind.Refactor])) == 1
+    assert await lsp.code_actions((lsp.root / "other.py").as_uri(), 0) == []
 
     # "Annotate with jaxtyping", def after def, each applied to the document as it now is
     version = 1
     for marker, signature in SIGNATURES.items():
-        actions = await _actions(lsp, uri, _line(text, marker))
+        actions = await lsp.code_actions(uri, _line(text, marker))
         [annotate] = [a for a in actions if a.title == "Annotate with jaxtyping"]
         text = _apply(text, _edits(annotate, uri))
         assert text.splitlines()[_line(text, marker)].strip() == signature

@@ -263,7 +263,7 @@ async def test_update_shape_comment_rewrites_it_as_it_ran(lsp: LspSession) -> No
     result = await lsp.run(uri)
     assert result["status"] == "ok", result
     line = line_of(path, "att = q @") - 1
-    [fix] = await _actions(lsp, uri, line, only=[types.CodeActionKind.QuickFix])
+    [fix] = await lsp.code_actions(uri, line, only=[types.CodeActionKind.QuickFix])
     assert (fix.title, fix.kind, fix.is_preferred) == (
         "Update shape comment: (B, nh, T, T)",
         types.CodeActionKind.QuickFix,
@@ -275,7 +275,7 @@ async def test_update_shape_comment_rewrites_it_as_it_ran(lsp: LspSession) -> No
     start, end = edit.range.start.character, edit.range.end.character
     fixed = text[line][:start] + edit.new_text + text[line][end:]
     assert fixed == "    att = q @ k.transpose(-2, -1)  # (B, nh, T, T), scaled next"
-    assert await _actions(lsp, uri, line - 1, only=[types.CodeActionKind.QuickFix]) == []
+    assert await lsp.code_actions(uri, line - 1, only=[types.CodeActionKind.QuickFix]) == []
     text[line] = fixed
     path.write_text("\n".join(text) + "\n")
     lsp.client.text_document_did_change(
@@ -286,17 +286,4 @@ async def test_update_shape_comment_rewrites_it_as_it_ran(lsp: LspSession) -> No
     )
     again = await lsp.run(uri)
     assert again["status"] == "ok", again
-    assert await _actions(lsp, uri, line, only=[types.CodeActionKind.QuickFix]) == []
-
-
-async def _actions(
-    lsp: LspSession, uri: str, line: int, only: list[str] | None = None
-) -> list[types.CodeAction]:
-    found = await lsp.client.text_document_code_action_async(
-        types.CodeActionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri),
-            range=types.Range(types.Position(line, 4), types.Position(line, 4)),
-            context=types.CodeActionContext(diagnostics=[], only=only),
-        )
-    )
-    return [a for a in found or [] if isinstance(a, types.CodeAction)]
+    assert await lsp.code_actions(uri, line, only=[types.CodeActionKind.QuickFix]) == []
