@@ -146,7 +146,13 @@ async def test_the_hover_shows_a_lines_memory_and_flops(lsp: LspSession) -> None
 
 
 def test_each_module_s_activations_and_flops_and_the_totals(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    script(TRAIN)
+    # a pause longer than a flush interval before `opt.zero_grad()`: the tree is sent while
+    # the gradients live, and must be sent again once they are gone
+    script(
+        TRAIN.replace("import torch\n", "import time\nimport torch\n", 1).replace(
+            "    opt.zero_grad()", "    time.sleep(0.6)\n    opt.zero_grad()"
+        )
+    )
     run = run_cli("--fake", "--modules", "main.py", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     costs = {m["path"]: m["cost"] for m in run.trace["modules"]}

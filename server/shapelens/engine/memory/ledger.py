@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 CATEGORIES = ("parameters", "gradients", "optimizer state", "activations", "other")
+KEPT_BY_MODULES = frozenset({"gradients", "optimizer state"})
+"""What the module tree shows per module besides parameters: a change re-sends the tree."""
 Where = tuple[str, int]
 """(file, line) of a user's line."""
 
@@ -130,6 +132,8 @@ class MemoryLedger:
         nbytes, device, category = entry
         self.live[device][category] -= nbytes
         self.live_total[device] -= nbytes
+        if category in KEPT_BY_MODULES:  # `opt.zero_grad()`: what the modules keep shrank
+            self._module_costs_changed()
 
     def recategorise(self, key: int, category: str) -> tuple[str, int, str] | None:
         """A tracked storage turned out to be a parameter, a gradient, optimizer state:
@@ -145,6 +149,9 @@ class MemoryLedger:
 
     def backward_done(self) -> None:
         """A backward pass ended: the modules' backward FLOPs grew."""
+        self._module_costs_changed()
+
+    def _module_costs_changed(self) -> None:
         if self.on_module_costs is not None:
             self.on_module_costs()
 
@@ -166,6 +173,7 @@ class MemoryLedger:
                     continue
                 _shift(snapshot.breakdown, nbytes, category)
         self.changed = True
+        self._module_costs_changed()  # their gradients, or the optimizer's state, are new
 
     # -- ops ---------------------------------------------------------------------------
     def module_called(self, key: int) -> None:
