@@ -13,6 +13,7 @@ if [ -n "${SKIP_OTHER_PYTHONS:-}" ]; then
   echo "== SKIP_OTHER_PYTHONS set: the compatibility stage not run"; exit 0
 fi
 PY=${PY:-.venv/bin/python}
+UV=${UV:-.tools/uv/bin/uv}  # the Makefile's uv (pip when it is missing)
 PYENV_ROOT=${PYENV_ROOT:-$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")}
 BUDGET=${COMPAT_BUDGET_S:-480}
 ALL="tests/test_corpus.py tests/test_shape_only.py tests/test_module_tree.py tests/test_failed_calls.py"
@@ -44,7 +45,11 @@ venv_for() {  # name version pins: the venv's python, made when missing
     rm -rf "$venv"
     "$interpreter" -m venv "$venv"
     # shellcheck disable=SC2086  # the pins are words
-    "$venv/bin/python" -m pip install -q $3 >&2
+    if [ -x "$UV" ]; then  # uv: ~4x faster than pip here (the Makefile says why)
+      "$UV" pip install -q --compile-bytecode --python "$venv/bin/python" $3 >&2
+    else
+      "$venv/bin/python" -m pip install -q $3 >&2
+    fi
     touch "$venv/.installed"
   fi
   echo "$venv/bin/python"
