@@ -44,11 +44,11 @@ $(VENV)/.installed: pyproject.toml setup.py server/shapelens/engine/_library_gat
 run: install
 	$(VENV)/bin/shapelens run examples/seed_linear_fit.py
 
-# On 2 cores from a fresh clone: the installs side by side (mostly downloads), the
-# compatibility stage's venvs (three CUDA builds of torch, ~15 GB) going on in the
-# background while the 3.11 suite runs, with lint, types and the .vsix beside it (the
-# suite's tests wait on traced children, timeouts and editors for much of their time);
-# then the backend-sensitive tests under 3.12 and 3.13, the extension's unit tests next to
+# On 2 cores from a fresh clone: the installs side by side (mostly downloads), those needed
+# only at the end (the compatibility stage's venvs: three CUDA builds of torch; code-server
+# and playwright for the e2e) going on in the background while the 3.11 suite runs, with
+# lint, types and the .vsix beside it (the suite's tests wait on traced children, timeouts
+# and editors for much of their time); then the backend-sensitive tests under 3.12 and 3.13, the extension's unit tests next to
 # them; the compatibility stage; then the end-to-end test alone (a browser driving
 # code-server, timing-sensitive). Each suite is spread over PYTEST_WORKERS processes (a test
 # mostly waits on a traced child, so more workers than cores keep both busy; a file's tests
@@ -56,13 +56,13 @@ run: install
 PYTEST_WORKERS ?= 3
 PYTEST_ARGS := -q -n $(PYTEST_WORKERS) --dist loadfile
 test:
-	$(MAKE) test-installs
+	$(MAKE) -j3 --output-sync=target install other-venvs node_modules/.installed
 	$(MAKE) bytecode
-	@set -e; ( $(MAKE) compat-venvs > .compat-venvs.log 2>&1 ) & compat=$$!; \
-	trap 'kill $$compat 2>/dev/null || true' EXIT; \
+	@set -e; ( $(MAKE) -j2 compat-venvs e2e-tools > .background-installs.log 2>&1 ) & later=$$!; \
+	trap 'kill $$later 2>/dev/null || true' EXIT; \
 	$(MAKE) -j4 --output-sync=target pytest lint typecheck vsix; \
 	$(MAKE) -j2 --output-sync=target pytest-backend-subset extension-unit; \
-	wait $$compat || { cat .compat-venvs.log; echo "the compatibility venvs failed to install" >&2; exit 1; }; \
+	wait $$later || { cat .background-installs.log; echo "the compatibility venvs or the e2e tools failed to install" >&2; exit 1; }; \
 	$(MAKE) test-compat; \
 	$(MAKE) e2e-run
 
