@@ -193,12 +193,15 @@ async def test_language_server_runs_ranks(lsp) -> None:  # type: ignore[no-untyp
 LOOP = """
 import os
 import sys
+import time
 import numpy as np
 rank = int(os.environ.get("RANK", "0"))
 step = 0
 while True:
     grad = np.full((2, rank + 1), step)
     step += 1
+    if step > 1000:  # waiting to be stopped: idle, so that ranks spinning take no core
+        time.sleep(0.005)
     if step == 1000:
         sys.stdout.write(f"looping {rank} {os.getpid()}\\n")  # one write: ranks never interleave
         sys.stdout.flush()
