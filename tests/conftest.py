@@ -274,10 +274,24 @@ class LspSession:
         return {hint.position.line: str(hint.label) for hint in found or []}
 
 
-def lsp_fixture(client_name: str):  # type: ignore[no-untyped-def]
-    @pytest_lsp.fixture(
-        config=ClientServerConfig(server_command=[sys.executable, "-m", "shapelens", "lsp"]),
+class _ForkingServerConfig(ClientServerConfig):  # type: ignore[misc]
+    """A language server whose runs fork from this process's fork server, as ``run_cli``'s
+    do (it honours SHAPELENS_FORK_SERVER as ``shapelens run`` does): a test pays neither an
+    interpreter start nor ``import torch`` per run, nor its server's own fork server."""
+
+    async def start(self, devtools: str | None = None) -> Any:
+        self.server_env = {**os.environ, **_fork_server()}
+        return await super().start(devtools)
+
+
+def lsp_fixture(client_name: str, forking: bool = True):  # type: ignore[no-untyped-def]
+    """``forking=False``: a server that starts its runs and its fork server itself (tests of
+    how a run's process starts)."""
+    config = (_ForkingServerConfig if forking else ClientServerConfig)(
+        server_command=[sys.executable, "-m", "shapelens", "lsp"]
     )
+
+    @pytest_lsp.fixture(config=config)
     async def fixture(lsp_client: LanguageClient, tmp_path: Path):  # type: ignore[no-untyped-def]
         session = LspSession(lsp_client, tmp_path)
 
@@ -319,12 +333,19 @@ def _plain(value: Any) -> Any:
 
 vscode_client = lsp_fixture("visual-studio-code")
 neovim_client = lsp_fixture("neovim")
+cold_vscode_client = lsp_fixture("visual-studio-code", forking=False)
 
 
 @pytest.fixture
 def lsp(vscode_client: LanguageClient) -> LspSession:
     """A server driven with VS Code's client capabilities."""
     return vscode_client.shapelens_session  # type: ignore[attr-defined,no-any-return]
+
+
+@pytest.fixture
+def lsp_cold(cold_vscode_client: LanguageClient) -> LspSession:
+    """A server that starts its first run cold and then its own fork server."""
+    return cold_vscode_client.shapelens_session  # type: ignore[attr-defined,no-any-return]
 
 
 @pytest.fixture

@@ -144,7 +144,8 @@ async def test_results_for_imported_files_and_reopen(lsp: LspSession) -> None:
     assert not lsp.client.diagnostics[main_uri]
 
 
-async def test_warm_runner_forks_fresh_children(lsp: LspSession) -> None:
+async def test_warm_runner_forks_fresh_children(lsp_cold: LspSession) -> None:
+    lsp = lsp_cold
     helper, _ = lsp.write("helper.py", "import numpy as np\nSIZE = 3\n")
     path, uri = lsp.write(
         "main.py",

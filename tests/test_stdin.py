@@ -44,7 +44,8 @@ async def _ask(lsp: LspSession, uri: str, **extra: Any) -> tuple[dict[str, Any],
     return result, int(parents[-1].split()[-1])
 
 
-async def test_cold_and_warm_runs_read_an_empty_stdin(lsp: LspSession) -> None:
+async def test_cold_and_warm_runs_read_an_empty_stdin(lsp_cold: LspSession) -> None:
+    lsp = lsp_cold
     path, uri = lsp.write("ask.py", ASK)
     lsp.open(path)
 
