@@ -139,6 +139,12 @@ def _fork_server() -> dict[str, str]:
     return {FORK_SERVER_VARIABLE: _FORK_SERVER.directory}
 
 
+def suite_fork_server_pid() -> int | None:
+    """The process id of this process's fork server (started when not yet)."""
+    _fork_server()
+    return None if _FORK_SERVER is None else _FORK_SERVER.server_pid
+
+
 def pytest_sessionfinish() -> None:
     if _FORK_SERVER is not None:
         _FORK_SERVER.close()

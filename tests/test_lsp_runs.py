@@ -9,7 +9,7 @@ import time
 import pytest
 from lsprotocol import types
 
-from conftest import EXAMPLES, TRACE_UPDATED, LspSession, line_of, need
+from conftest import EXAMPLES, TRACE_UPDATED, LspSession, line_of, need, suite_fork_server_pid
 
 LOOP = """
 import numpy as np
@@ -171,6 +171,16 @@ async def test_warm_runner_forks_fresh_children(lsp_cold: LspSession) -> None:
     helper.write_text("import numpy as np\nSIZE = 5\n")
     assert await run_and_parent() != cold_parent
     assert (await lsp.hints(uri))[4] == "v (5,)"
+
+
+async def test_a_server_started_with_a_fork_server_forks_every_run_from_it(
+    lsp: LspSession,
+) -> None:
+    path, uri = lsp.write("main.py", "import os\nprint('parent', os.getppid(), flush=True)\n")
+    lsp.open(path)
+    assert (await lsp.run(uri))["status"] == "ok"  # the first run too: no cold start
+    [line] = [m.message for m in lsp.client.log_messages if m.message.startswith("parent")]
+    assert int(line.split()[-1]) == suite_fork_server_pid()
 
 
 LAUNCHED = """
