@@ -48,9 +48,9 @@ run: install
 # only at the end (the compatibility stage's venvs: three CUDA builds of torch; code-server
 # and playwright for the e2e) going on in the background while the 3.11 suite runs, with
 # lint, types and the .vsix beside it (the suite's tests wait on traced children, timeouts
-# and editors for much of their time); then the backend-sensitive tests under 3.12 and 3.13, the extension's unit tests next to
-# them; the compatibility stage; then the end-to-end test alone (a browser driving
-# code-server, timing-sensitive). Each suite is spread over PYTEST_WORKERS processes (a test
+# and editors for much of their time); then the whole suite under 3.12 (the extension's
+# unit tests beside it) and the backend-sensitive tests under 3.13; the compatibility stage;
+# then the end-to-end test alone (a browser driving code-server, timing-sensitive). Each suite is spread over PYTEST_WORKERS processes (a test
 # mostly waits on a traced child, so more workers than cores keep both busy; a file's tests
 # stay together in one worker, in order). --output-sync keeps each part's output together.
 PYTEST_WORKERS ?= 3
@@ -61,7 +61,8 @@ test:
 	@set -e; ( $(MAKE) -j2 compat-venvs e2e-tools > .background-installs.log 2>&1 ) & later=$$!; \
 	trap 'kill $$later 2>/dev/null || true' EXIT; \
 	$(MAKE) -j4 --output-sync=target pytest lint typecheck vsix; \
-	$(MAKE) -j2 --output-sync=target pytest-backend-subset extension-unit; \
+	$(MAKE) -j2 --output-sync=target pytest-monitoring extension-unit; \
+	$(MAKE) pytest-backend-subset; \
 	wait $$later || { cat .background-installs.log; echo "the compatibility venvs or the e2e tools failed to install" >&2; exit 1; }; \
 	$(MAKE) test-compat; \
 	$(MAKE) e2e-run
@@ -115,14 +116,13 @@ other-venvs: other-venvs-torch install
 	  fi; \
 	done
 
-# Every tracing backend meets every feature that depends on it: 3.11 (`pytest`) runs the
-# whole suite with sys.settrace and the C gate; EXTRA_PYTHONS (3.12, 3.13: sys.monitoring,
-# and 3.13's frame locals) run the tests marked `backend` (pyproject.toml): those whose
-# outcome depends on how the tracer sees the program (line and call events, frames and
-# their locals, imports, debugpy, notebook kernels, snoop). The rest (language server,
-# presentation, trace format, CLI options, distributed runs) does not change with the
-# backend; the compatibility stage runs the corpus, shape-only runs, the module tree and
-# failing calls on 3.12 (with torch 2.14). `make pytest-monitoring`: the whole suite on 3.12.
+# Every tracing backend meets every feature: the whole suite runs on one interpreter per
+# backend, 3.11 (`pytest`: sys.settrace and the C gate) and the first of EXTRA_PYTHONS
+# (`pytest-monitoring`, 3.12: sys.monitoring); the others (3.13: sys.monitoring with its
+# own frame locals) run the tests marked `backend` (pyproject.toml): those whose outcome
+# depends on how the tracer sees the program (line and call events, frames and their
+# locals, imports, debugpy, notebook kernels, snoop). The compatibility stage runs the
+# corpus, shape-only runs, the module tree and failing calls on 3.12 with torch 2.14 too.
 pytest-other-pythons: pytest-monitoring pytest-backend-subset
 
 pytest-monitoring: other-venvs
@@ -132,8 +132,9 @@ pytest-monitoring: other-venvs
 	$$venv/bin/python -m pytest $(PYTEST_ARGS)
 
 pytest-backend-subset: other-venvs
-	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then echo "== SKIP_OTHER_PYTHONS set: 3.12 and 3.13 not tested"; exit 0; fi; \
-	for interpreter in $(EXTRA_PYTHONS); do \
+	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then echo "== SKIP_OTHER_PYTHONS set: 3.13 not tested"; exit 0; fi; \
+	set -- $(EXTRA_PYTHONS); shift; \
+	for interpreter in "$$@"; do \
 	  venv=$(call venv_of,$$interpreter); \
 	  echo "== tests under $$($$venv/bin/python --version): those marked backend"; \
 	  $$venv/bin/python -m pytest $(PYTEST_ARGS) -m backend; \
