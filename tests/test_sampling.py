@@ -82,10 +82,13 @@ def test_hit_counts_are_exact_or_marked_estimates(loops: tuple[Run, Path]) -> No
     logged = run.line(main, line_of(main, "logged ="))
     calls = run.line(main, line_of(main, "h = x @ w"))  # paced by step()'s calls
     assert body is not None and logged is not None and calls is not None
+    # Estimates of a line run on every pass, or on every 10th from the first (`logged`),
+    # are exact but for a re-arm's rounding: within 0.5 % (hits / passes made `logged`'s
+    # 1.2-2.3 % high, more on a loaded machine)
     for line, truth in ((body, 20_000), (logged, 2_000), (calls, 20_000)):
-        assert abs(line["hits"] - truth) <= truth * 0.02, line
+        assert abs(line["hits"] - truth) <= truth * 0.005, line
         assert bool(line.get("sampled")) == MONITORING, line  # estimates say so
-        assert abs(line["vars"][0]["hits"] - truth) <= truth * 0.02, line
+        assert abs(line["vars"][0]["hits"] - truth) <= truth * 0.005, line
     # Compact hints: a count that differs from its loop's is shown, marked when estimated;
     # the loop header's own count is exact on both backends.
     label = f"×{logged['hits']}+" if MONITORING else f"×{logged['hits']}"
