@@ -19,7 +19,7 @@ from shapelens.present.listing import render_listing
 from shapelens.present.modules import modules_table
 from shapelens.runner.contract import RunRequest
 from shapelens.runner.launcher import RunResult, UsageError, run_traced
-from shapelens.runner.warm import FORK_SERVER_VARIABLE, WarmRunner
+from shapelens.runner.warm import named_fork_server
 from shapelens.settings.cli import add_flags, read_flags
 from shapelens.settings.gpu_budget import BudgetError, budget_bytes
 from shapelens.settings.groups import (
@@ -205,20 +205,13 @@ def _request(parser: argparse.ArgumentParser, options: argparse.Namespace) -> Ru
     )
 
 
-def _fork_server() -> WarmRunner | None:
-    """The fork server named by SHAPELENS_FORK_SERVER: runs fork from it instead of starting
-    an interpreter and importing torch (it is used only where it runs the same interpreter)."""
-    directory = os.environ.get(FORK_SERVER_VARIABLE)
-    return WarmRunner.attach(directory) if directory else None
-
-
 def _traced(request: RunRequest, distributed: DistributedOptions) -> RunResult:
     # Ctrl-C reaches the child (same process group); we wait for it to finish its way.
     # torchrun runs in its own session: run_distributed passes it on. A handler, not
     # SIG_IGN: an ignored SIGINT is inherited through exec and the script would ignore it too.
     # A child forked by a fork server is in a session of its own: the signal is passed on.
     interrupt = threading.Event()
-    warm = _fork_server()
+    warm = named_fork_server()
 
     def on_interrupt(*_: object) -> None:
         interrupt.set()

@@ -96,9 +96,9 @@ class ModuleTree:
 
     def __init__(self, scope: UserCodeScope, sources: SourceMaps) -> None:
         self.cost_of: Callable[[int], dict[str, int] | None] | None = None
+        """A shape-only run's memory and FLOPs of a module's latest forward, by its id."""
         self.kept_for: Callable[[int], tuple[int, int]] | None = None
         """id of a parameter → (its gradient's, its optimizer state's bytes) (memory runs)."""
-        """A shape-only run's memory and FLOPs of a module's latest forward, by its id."""
         self.scope = scope
         self.sources = sources
         self._stats: dict[int, ModuleStats] = {}

@@ -30,7 +30,7 @@ from shapelens.runner.launcher import (
     resolve_python,
     run_traced,
 )
-from shapelens.runner.warm import FORK_SERVER_VARIABLE, WarmRunner
+from shapelens.runner.warm import WarmRunner, named_fork_server
 from shapelens.settings.gpu_budget import BudgetError, budget_bytes
 from shapelens.trace import Trace
 
@@ -150,8 +150,7 @@ class RunManager:
         # A fork server named by SHAPELENS_FORK_SERVER (a test suite's) serves every run
         # that suits it from the first, as it does for `shapelens run`; none else is started
         # while it suits.
-        shared = os.environ.get(FORK_SERVER_VARIABLE)
-        self._warm: WarmRunner | None = WarmRunner.attach(shared) if shared else None
+        self._warm: WarmRunner | None = named_fork_server()
 
     def ready_warm_runner(self, python: str, env: dict[str, str]) -> WarmRunner | None:
         """The fork server for ``python`` when there is one already (it may be starting)."""

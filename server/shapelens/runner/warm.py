@@ -191,3 +191,10 @@ class WarmRunner:
             os.unlink(os.path.join(self.directory, _DESCRIPTION))
         if os.path.isdir(self.directory):
             os.rmdir(self.directory)
+
+
+def named_fork_server() -> WarmRunner | None:
+    """The fork server named by SHAPELENS_FORK_SERVER (a script's or a test suite's): runs
+    fork from it instead of starting an interpreter and importing torch, where it suits."""
+    directory = os.environ.get(FORK_SERVER_VARIABLE)
+    return WarmRunner.attach(directory) if directory else None
