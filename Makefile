@@ -34,7 +34,7 @@ $(UV):
 	.tools/uv/bin/python -m pip install -q $(UV_PIN)
 
 # setup.py builds the sys.settrace gate (C, CPython 3.11 only) into server/ (git-ignored).
-$(VENV)/.installed: pyproject.toml setup.py server/shapelens/engine/_library_gate.c | $(UV)
+$(VENV)/.installed: pyproject.toml setup.py server/shapelens/engine/backends/_library_gate.c | $(UV)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH_PIN)
@@ -81,6 +81,8 @@ test-installs:
 
 lint: install
 	$(VENV)/bin/ruff check server tests bench examples
+	$(VENV)/bin/ruff format --check server tests bench examples
+	$(VENV)/bin/pylint --disable=all --enable=duplicate-code --score=no server/shapelens
 
 typecheck: install
 	$(VENV)/bin/mypy

@@ -10,10 +10,12 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.errors import CCompilerError, CompileError, ExecError, PlatformError
 
-GATE = Extension("shapelens.engine._library_gate", ["server/shapelens/engine/_library_gate.c"])
+GATE = Extension(
+    "shapelens.engine.backends._library_gate", ["server/shapelens/engine/backends/_library_gate.c"]
+)
 NO_GATE = """
 =====================================================================================
-ShapeLens: the C gate (server/shapelens/engine/_library_gate.c) did not build:
+ShapeLens: the C gate (server/shapelens/engine/backends/_library_gate.c) did not build:
   {error}
 ShapeLens works without it on this interpreter, slower: plain sys.settrace traces the
 whole program. Install a C compiler and the Python headers (Debian: gcc python3-dev)

@@ -18,7 +18,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from shapelens.engine.memory.ledger import MemoryLedger
 from shapelens.engine.memory.watch import MemoryWatch
-from shapelens.engine.scope import ScopeConfig, UserCodeScope
+from shapelens.engine.recording.scope import ScopeConfig, UserCodeScope
 
 
 def main() -> None:

@@ -23,14 +23,14 @@ from typing import Any
 import torch
 from report import emit  # bench/ is on sys.path: these scripts run as files
 
-from shapelens.engine.backends import GATE_VARIABLE, TracingBackend, choose_backend, new_backend
-from shapelens.engine.library_gate import built_gate
-from shapelens.engine.module_tree import ModuleTree
-from shapelens.engine.run_records import RunRecords
-from shapelens.engine.scope import ScopeConfig, UserCodeScope
-from shapelens.engine.source_map import SourceMaps
-from shapelens.engine.statement_recorder import StatementRecorder
-from shapelens.settings.groups import FindingsConfig
+from shapelens.engine.backends.choice import (
+    GATE_VARIABLE,
+    choose_backend,
+)
+from shapelens.engine.backends.library_gate import built_gate
+from shapelens.engine.modules.tree import ModuleTree
+from shapelens.engine.recording.scope import ScopeConfig, UserCodeScope
+from shapelens.engine.session import engine_for
 
 TRAINING = textwrap.dedent(
     """
@@ -86,12 +86,9 @@ def main() -> int:
     def under_tracer(with_tree: bool, gate: bool = True) -> float:
         if not gate:
             os.environ[GATE_VARIABLE] = "0"  # plain sys.settrace (read when it is built)
-        sources = SourceMaps()
-        events = StatementRecorder(
-            scope=scope, records=RunRecords(), findings=FindingsConfig(), sources=sources
-        )
-        engine: TracingBackend = new_backend(events)
-        tree = ModuleTree(scope, sources)
+        built = engine_for(scope.config)
+        events, engine = built.recorder, built.backend
+        tree = ModuleTree(built.scope, built.sources)
         engine.start()
         if with_tree:
             tree.install(engine, events)

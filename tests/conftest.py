@@ -20,7 +20,7 @@ import pytest
 
 from shapelens.present.findings import finding_message, related_locations
 from shapelens.runner.warm import FORK_SERVER_VARIABLE, WarmRunner
-from shapelens.trace.finding_codec import finding_from_json
+from shapelens.trace.finding import finding_from_json
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"

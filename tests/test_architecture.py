@@ -7,10 +7,13 @@ Every import counts: at module level, inside functions, and under ``if TYPE_CHEC
 from __future__ import annotations
 
 import ast
+import json
 import subprocess
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+
+from shapelens.settings.groups import FindingsConfig
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "server" / "shapelens"
 
@@ -92,7 +95,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_no_cycle_between_modules() -> None:
     graph = import_graph()
-    assert graph.get("shapelens.engine.tracer")
+    assert graph.get("shapelens.engine.backends.settrace")
     cycle = find_cycle(graph)
     assert cycle is None, " → ".join(cycle or ())
 
@@ -131,7 +134,7 @@ def test_the_traced_child_loads_only_its_own_side() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     loaded = set(done.stdout.split())
-    assert "shapelens.engine.tracer" in loaded
+    assert "shapelens.engine.backends.settrace" in loaded
     parent_side = {
         "shapelens.runner.launcher",
         "shapelens.runner.warm",
@@ -142,6 +145,7 @@ def test_the_traced_child_loads_only_its_own_side() -> None:
         "shapelens.settings.cli",
         "shapelens.settings.client",
         "shapelens.settings.export",
+        "shapelens.settings.arguments",
     }
     assert "shapelens.settings.groups" in loaded
     assert not loaded & parent_side
@@ -166,3 +170,94 @@ def test_modules_and_functions_stay_small() -> None:
                 if length > MAX_FUNCTION_LINES:
                     too_long.append(f"{name}.{node.name}: {length} lines")
     assert not too_long, "too long: " + "; ".join(too_long)
+
+
+# -- One engine (issue 37): each check fails when the structure is undone -----------------
+
+FINDING_RECORDS = {
+    "Finding", "Operand", "Facts", "CauseStep", "ModuleFacts", "MemoryFacts", "RelatedLocation",
+}  # fmt: skip
+
+
+def _class_definitions() -> dict[str, list[str]]:
+    """Class name → the modules that define a class of that name."""
+    found: dict[str, list[str]] = {}
+    for name, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                found.setdefault(node.name, []).append(name)
+    return found
+
+
+def test_a_finding_is_defined_once() -> None:
+    """The records of a finding live in one stdlib-only module that the child and the trace
+    reader both import; a second definition would drift from it (one did: only the trace
+    side had ``rank``, ``note`` and ``related``)."""
+    definitions = _class_definitions()
+    for record in sorted(FINDING_RECORDS):
+        assert definitions.get(record) == ["shapelens.trace.finding"], record
+    assert import_graph()["shapelens.trace.finding"] == set()  # the standard library only
+
+
+def _callers(callee: str) -> set[str]:
+    """The modules of the package, and of bench/, that call ``callee(...)`` by name."""
+    found = set()
+    bench = {f"bench.{p.stem}": p for p in PACKAGE_ROOT.parents[1].glob("bench/*.py")}
+    for name, path in {**_modules(), **bench}.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            func = node.func if isinstance(node, ast.Call) else None
+            if isinstance(func, ast.Name) and func.id == callee:
+                found.add(name)
+    return found
+
+
+def test_the_engine_is_assembled_in_one_place() -> None:
+    """The child, a notebook cell and snoop's recording all run the engine that
+    ``engine/session.py`` builds: no module builds a recorder, a dispatcher or the rules by
+    hand (a copy may miss a rule the child follows)."""
+    for part in ("StatementRecorder", "Dispatcher", "rules_for", "build_backend"):
+        assert _callers(part) == {"shapelens.engine.session"}, part
+    graph = import_graph()
+    users = ("shapelens.runner.child", "shapelens.notebook.session", "shapelens.snooping.recording")
+    for user in users:
+        assert "shapelens.engine.session" in graph[user], user
+
+
+def test_the_recorder_imports_no_rule() -> None:
+    """The recorder records and hands events on; the rules subscribe to what they need."""
+    graph = import_graph()
+    rules = {m for m in graph if m.startswith("shapelens.engine.findings.rules")}
+    for module in graph:
+        if module.startswith(("shapelens.engine.recording", "shapelens.engine.backends")):
+            assert not graph[module] & rules, module
+
+
+def test_every_kind_has_its_rule() -> None:
+    """Every finding kind of the trace format is made by one registered rule of the engine,
+    or by the merge of ranks: a kind without one is a kind nothing reports."""
+    from shapelens.engine.findings.rules import RULES
+    from shapelens.trace import merge
+    from shapelens.trace.codec import SCHEMA_PATH
+    from shapelens.trace.finding import KINDS
+
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    in_schema = schema["$defs"]["finding"]["properties"]["kind"]["enum"]
+    made = [kind for rule in RULES for kind in rule.kinds] + list(merge.KINDS)
+    assert sorted(made) == sorted(set(made)), "a kind made by two rules"
+    assert sorted(in_schema) == sorted(KINDS) == sorted(made)
+    for rule in RULES:
+        assert rule.events, rule.__name__
+        assert rule.setting is None or hasattr(FindingsConfig(), rule.setting), rule.__name__
+
+
+MAX_ENGINE_MODULES = 10
+
+
+def test_folders_show_the_engine_s_parts() -> None:
+    """At most a few modules directly in ``engine/``; the rest in folders named by role."""
+    direct = sorted(p.name for p in (PACKAGE_ROOT / "engine").glob("*.py"))
+    assert len(direct) <= MAX_ENGINE_MODULES, direct
+    engine = PACKAGE_ROOT / "engine"
+    folders = {p.name for p in engine.iterdir() if (p / "__init__.py").exists()}
+    assert {"backends", "recording", "source", "modules", "torch_support", "memory"} <= folders
+    assert (engine / "findings" / "rules" / "__init__.py").exists()

@@ -12,22 +12,19 @@ from typing import Any
 
 import pytest
 
-from shapelens.engine.backends import (
+from shapelens.engine.backends.choice import (
     GATE_VARIABLE,
     BackendChoice,
     BackendUnavailable,
     TracingBackend,
     choose_backend,
-    new_backend,
 )
-from shapelens.engine.library_gate import hooked
-from shapelens.engine.monitoring import MonitoringTracer
-from shapelens.engine.run_records import RunRecords
-from shapelens.engine.scope import ScopeConfig, UserCodeScope
-from shapelens.engine.statement_recorder import StatementRecorder
-from shapelens.engine.tracer import Tracer
+from shapelens.engine.backends.library_gate import hooked
+from shapelens.engine.backends.monitoring import MonitoringTracer
+from shapelens.engine.backends.settrace import Tracer
+from shapelens.engine.recording.scope import ScopeConfig
+from shapelens.engine.session import engine_for
 from shapelens.notebook.session import KernelSession
-from shapelens.settings.groups import FindingsConfig
 from shapelens.snooping.recording import SnoopRecording
 
 from conftest import SAMPLES, line_of, normalised_trace, run_cli
@@ -99,9 +96,10 @@ def test_restart_events_and_busy_tool_ids() -> None:
         for _ in range(n):
             value = np.ones(2)  # noqa: F841
 
-    records = RunRecords()
-    scope = UserCodeScope(ScopeConfig(root=str(Path(__file__).parent), functions=("hot",)))
-    events = StatementRecorder(scope=scope, records=records, findings=FindingsConfig())
+    built = engine_for(
+        ScopeConfig(root=str(Path(__file__).parent), functions=("hot",)), backend="settrace"
+    )
+    records, events = built.records, built.recorder
     monitoring = sys.monitoring  # type: ignore[attr-defined]
     monitoring.use_tool_id(3, "someone else")  # tool 3 busy: we take the next one
     try:
@@ -155,11 +153,6 @@ def test_an_unknown_backend_is_refused() -> None:
         choose_backend("fastest")
 
 
-def _events(tmp_path: Path) -> StatementRecorder:
-    scope = UserCodeScope(ScopeConfig(root=str(tmp_path)))
-    return StatementRecorder(scope=scope, records=RunRecords(), findings=FindingsConfig())
-
-
 def _running(backend: TracingBackend) -> BackendChoice:
     """What a started backend is (the gate's hook is linked only while a gate is in)."""
     if isinstance(backend, MonitoringTracer):
@@ -174,7 +167,7 @@ def test_the_backend_built_is_the_one_chosen(
     requested: str, gate_off: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _switch_gate(monkeypatch, off=gate_off)
-    backend = new_backend(_events(tmp_path), requested)
+    backend = engine_for(ScopeConfig(root=str(tmp_path)), backend=requested).backend
     backend.start()
     try:
         running = _running(backend)
@@ -193,7 +186,7 @@ def test_a_notebook_cell_runs_under_the_chosen_backend(
     session.begin()
     try:
         assert session._active is not None
-        running = _running(session._active.engine)
+        running = _running(session._active.engine.backend)
     finally:
         session.abandon()
     assert running == choose_backend("auto")

@@ -9,31 +9,55 @@ from pathlib import Path
 import pytest
 
 from shapelens.runner.contract import NO_FD, ChildConfig, ChildConfigError, RunRequest
-from shapelens.settings.groups import FindingsConfig
+from shapelens.settings.groups import FindingsConfig, RunSettings, TracingOptions
+from shapelens.settings.options import RunOptions
+from shapelens.settings.schema import settings_of
 
-# Every field of a request is either told to the child (as this field of its configuration)
-# or handled by the parent alone: a new field must be put in one of the two.
+# The run's options reach the child whole; the rest of a request is told to the child as
+# these fields of its configuration, or kept by the parent alone.
 TOLD_TO_THE_CHILD = {
     "target": "display",
     "args": "args",
     "cwd": "root",
-    "include": "include",
-    "exclude": "exclude",
-    "functions": "functions",
-    "findings": "findings",
+    "options": "options",
     "flush_interval_s": "flush_interval",
     "stdin": "stdin",
-    "debug": "debug",
-    "log": "log",
-    "backend": "backend",
-    "sample_hits": "sample_hits",
-    "keep_compile": "keep_compile",
-    "scalars_on_gpu": "scalars_on_gpu",
-    "fake": "fake",
-    "gpu_memory_bytes": "gpu_memory_bytes",
-    "memory": "memory",
 }
-PARENT_ONLY = {"module", "python", "env", "timeout_s", "capture_output"}
+PARENT_ONLY = {"module", "env", "capture_output"}
+
+OPTIONS = RunOptions(
+    tracing=TracingOptions(
+        functions=("step",),
+        include=("lib/*",),
+        exclude=("lib/vendored/*",),
+        backend="settrace",
+        sample_hits=1000,
+        fake=True,
+        debug=True,
+        log="run.log",
+    ),
+    run=RunSettings(
+        interpreter="/opt/python",
+        extra_env={"A": "1"},
+        timeout_s=3.5,
+        keep_compile=True,
+        memory=True,
+        gpu_memory="24GiB",
+        gpu="a100-80gb",
+        scalars_on_gpu=True,
+    ),
+    findings=FindingsConfig(
+        broadcast=False,
+        mismatch=False,
+        nonfinite=False,
+        warnings=False,
+        degenerate=False,
+        shape_comments=False,
+        nonfinite_max_elements=7,
+        nonfinite_on_gpu=True,
+    ),
+)
+"""Options that differ from the defaults in every setting of every group."""
 
 
 def _request(tmp_path_str: str) -> RunRequest:
@@ -42,22 +66,17 @@ def _request(tmp_path_str: str) -> RunRequest:
         target="train.py",
         args=("--epochs", "1"),
         cwd=tmp_path_str,
-        include=("lib/*",),
-        exclude=("lib/vendored/*",),
-        functions=("step",),
-        findings=FindingsConfig(broadcast=False, nonfinite_on_gpu=True, nonfinite_max_elements=7),
+        options=OPTIONS,
         flush_interval_s=0.5,
         stdin="empty",
-        debug=True,
-        log="run.log",
-        backend="settrace",
-        sample_hits=1000,
-        keep_compile=True,
-        scalars_on_gpu=True,
-        fake=True,
-        gpu_memory_bytes=24 * 2**30,
-        memory=True,
     )
+
+
+def test_every_option_differs_from_its_default_in_the_test() -> None:
+    for group in ("tracing", "run", "findings"):
+        ours, default = getattr(OPTIONS, group), getattr(RunOptions(), group)
+        for item in settings_of(type(ours)):
+            assert getattr(ours, item.name) != getattr(default, item.name), item.name
 
 
 def test_every_request_field_is_told_to_the_child_or_kept_by_the_parent() -> None:
@@ -77,7 +96,6 @@ def test_a_config_built_for_a_request_carries_what_the_child_uses(tmp_path: Path
     assert config.mode == "script" and config.target == str(tmp_path / "train.py")
     assert config.fds == (NO_FD, NO_FD, NO_FD)  # set by whoever makes the pipes
     assert not config.fast_exit  # set by the fork server alone
-
     module = ChildConfig.for_request(
         dataclasses.replace(request, target="pkg.train", module=True), str(tmp_path), "pkg.train"
     )
@@ -92,7 +110,8 @@ def test_a_config_round_trips_through_json(tmp_path: Path) -> None:
     assert ChildConfig.from_json(text) == config
     assert ChildConfig.from_dict(json.loads(text)) == config  # the fork server's way
     data = json.loads(text)
-    assert data["findings"]["nonfinite_max_elements"] == 7
+    assert data["options"]["findings"]["nonfinite_max_elements"] == 7
+    assert data["options"]["tracing"]["functions"] == ["step"]
     assert data["channel_fd"] == 5 and data["args"] == ["--epochs", "1"]
 
 
@@ -109,8 +128,10 @@ def test_unknown_or_missing_keys_are_named(tmp_path: Path) -> None:
     config = ChildConfig.for_request(RunRequest(target="a.py"), str(tmp_path), "/abs/a.py")
     with pytest.raises(ChildConfigError, match=r"unknown keys colour, verbose \(written by"):
         ChildConfig.from_json(_json(config, verbose=True, colour="red"))
-    with pytest.raises(ChildConfigError, match="findings: unknown key shout"):
-        ChildConfig.from_json(_json(config, findings={"shout": True}))
+    with pytest.raises(ChildConfigError, match="findings: unknown shout"):
+        ChildConfig.from_json(_json(config, options={"findings": {"shout": True}}))
+    with pytest.raises(ChildConfigError, match=r"tracing.fake: expected true or false"):
+        ChildConfig.from_json(_json(config, options={"tracing": {"fake": "yes"}}))
     with pytest.raises(ChildConfigError, match="missing root, target"):
         ChildConfig.from_json(_json(config, root=_DROP, target=_DROP))
     with pytest.raises(ChildConfigError, match="not a JSON object"):

@@ -14,11 +14,11 @@ import jsonschema
 import pytest
 
 import shapelens
-from shapelens.engine import values
-from shapelens.engine.findings.nonfinite import nonfinite_flags
-from shapelens.engine.run_records import RunRecords
-from shapelens.engine.scope import ScopeConfig, UserCodeScope
-from shapelens.engine.torch_compile import CompileControl
+from shapelens.engine.findings.nonfinite_scan import nonfinite_flags
+from shapelens.engine.recording import values
+from shapelens.engine.recording.run_records import RunRecords
+from shapelens.engine.recording.scope import ScopeConfig, UserCodeScope
+from shapelens.engine.torch_support.torch_compile import CompileControl
 from shapelens.lsp.settings import parse_settings
 from shapelens.trace.codec import SCHEMA_PATH, trace_from_json, trace_to_json
 

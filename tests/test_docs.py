@@ -23,7 +23,7 @@ def _pages() -> list[Path]:
 
 
 def named_paths(text: str) -> list[str]:
-    """The file and folder paths a page names in code spans (`engine/tracer.py`,
+    """The file and folder paths a page names in code spans (`engine/backends/settrace.py`,
     `lsp/features/`); a name without a slash (`setup.py`) or a placeholder
     (`engine/findings/<kind>.py`) is not checked."""
     names = (span.strip() for span in _CODE_SPAN.findall(_FENCE.sub("", text)))
@@ -114,7 +114,7 @@ def test_speed_page_shows_the_latest_bench_report() -> None:
 
 def test_the_checks_see_what_is_wrong(tmp_path: Path) -> None:
     """The checks themselves: a stale module name, a dead link and a dead anchor."""
-    assert missing_paths("`engine/tracer.py`, `cli/listing.py`, `tests/nowhere/`") == [
+    assert missing_paths("`engine/backends/settrace.py`, `cli/listing.py`, `tests/nowhere/`") == [
         "cli/listing.py",
         "tests/nowhere/",
     ]

@@ -114,7 +114,9 @@ def test_a_gate_built_for_another_python_is_never_loaded(tmp_path: Path) -> None
     """A copy of the package whose gate says it was built for CPython 3.11.0: this 3.11
     does not load it, traces with plain sys.settrace and says why."""
     package = _package_copy(tmp_path)
-    gate = package / "engine" / f"_library_gate{sysconfig.get_config_var('EXT_SUFFIX')}"
+    gate = (
+        package / "engine" / "backends" / f"_library_gate{sysconfig.get_config_var('EXT_SUFFIX')}"
+    )
     built_for = 0x030B00F0 if sys.version_info[:3] != (3, 11, 0) else 0x030B01F0
     subprocess.run(
         [
@@ -123,7 +125,7 @@ def test_a_gate_built_for_another_python_is_never_loaded(tmp_path: Path) -> None
             "-fPIC",
             f"-DGATE_BUILT_FOR={built_for:#x}",
             f"-I{sysconfig.get_paths()['include']}",
-            str(package / "engine" / "_library_gate.c"),
+            str(package / "engine" / "backends" / "_library_gate.c"),
             "-o",
             str(gate),
         ],

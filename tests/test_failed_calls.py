@@ -139,7 +139,9 @@ HOOKS = """
 
 
 @pytest.mark.parametrize("hooked", [False, True])
-def test_a_linear_inside_a_sequential_is_named_at_its_own_line(script, tmp_path: Path, hooked: bool) -> None:  # type: ignore[no-untyped-def]  # noqa: E501
+def test_a_linear_inside_a_sequential_is_named_at_its_own_line(
+    script, tmp_path: Path, hooked: bool
+) -> None:  # type: ignore[no-untyped-def]
     """Also when forward hooks take module calls off torch's fast path (torch ≥ 2.5 calls
     ``forward`` from a nested ``inner()`` then)."""
     main = script(

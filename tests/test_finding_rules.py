@@ -8,17 +8,16 @@ from pathlib import Path
 
 import numpy as np
 
-from shapelens.engine.code_info import CodeInfo
-from shapelens.engine.findings.broadcast import BroadcastRule, OpRan
 from shapelens.engine.findings.context import RunFacts
-from shapelens.engine.findings.finding import Finding, Operand
-from shapelens.engine.findings.nonfinite import NonfiniteRule, NonfiniteValue
+from shapelens.engine.findings.events import NonfiniteRead, OperatorRan
 from shapelens.engine.findings.rule import Rule
-from shapelens.engine.run_records import RunRecords
-from shapelens.engine.scope import ScopeConfig, UserCodeScope
-from shapelens.engine.source_map import SourceMaps
-from shapelens.settings.groups import FindingsConfig
-from shapelens.trace.finding_codec import finding_from_json, finding_to_json
+from shapelens.engine.findings.rules.broadcast import BroadcastRule
+from shapelens.engine.findings.rules.nonfinite import NonfiniteRule
+from shapelens.engine.recording.code_info import CodeInfo
+from shapelens.engine.recording.run_records import RunRecords
+from shapelens.engine.recording.scope import ScopeConfig, UserCodeScope
+from shapelens.engine.source.source_map import SourceMaps
+from shapelens.trace.finding import Finding, Operand, finding_from_json, finding_to_json
 
 SOURCE = """\
 def loss(y, pred):
@@ -50,10 +49,12 @@ def test_the_broadcast_rule_turns_an_op_into_a_finding(tmp_path: Path) -> None:
     facts, records, file = _setup(tmp_path)
     info = _code_info(file, "loss", facts, records)
     site = next(s for s in info.op_sites[2] if s.op == "-")
-    rule: Rule[OpRan] = BroadcastRule(facts)
+    rule: Rule[OperatorRan] = BroadcastRule(facts)
     y, pred = np.zeros(4), np.zeros((4, 1))
 
-    found = rule.observe(OpRan(info=info, line=2, site=site, left=y, right=pred, result=y - pred))
+    found = rule.observe(
+        OperatorRan(info=info, line=2, site=site, left=y, right=pred, result=y - pred)
+    )
 
     assert found == [
         Finding(
@@ -70,19 +71,24 @@ def test_the_broadcast_rule_turns_an_op_into_a_finding(tmp_path: Path) -> None:
             result_shape=(4, 4),
         )
     ]
+    # One finding per line: the line is not watched any more.
+    assert 2 not in info.broadcast_lines
     # The same op with operands that line up is no finding.
+    fresh = _code_info(file, "loss", facts, records)
     ok = np.zeros((4, 1))
-    assert rule.observe(OpRan(info=info, line=2, site=site, left=ok, right=pred, result=ok)) == []
+    seen = OperatorRan(info=fresh, line=2, site=site, left=ok, right=pred, result=ok)
+    assert BroadcastRule(facts).observe(seen) == []
 
 
 def test_the_nonfinite_rule_tells_a_nan_from_a_mask(tmp_path: Path) -> None:
     facts, records, file = _setup(tmp_path)
-    rule: Rule[NonfiniteValue] = NonfiniteRule(facts, FindingsConfig())
+    rule: Rule[NonfiniteRead] = NonfiniteRule(facts)
     ratio = np.full(3, np.nan)
     stats = records.new_stats(file, 6, "ratio", np.ndarray)
     stats.shape, stats.dtype, stats.hits = ratio.shape, ratio.dtype, 1
 
-    [finding] = rule.observe(NonfiniteValue(stats=stats, value=ratio, state="NaN"))
+    [finding] = rule.observe(NonfiniteRead(stats=stats, value=ratio, state="NaN"))
+    assert rule.finished  # the first line where it happens: the engine stops scanning
 
     assert (finding.kind, finding.file, finding.line, finding.state, finding.hit) == (
         "nonfinite",
@@ -96,7 +102,7 @@ def test_the_nonfinite_rule_tells_a_nan_from_a_mask(tmp_path: Path) -> None:
     # -inf put in by masked_fill is a mask, not a bug.
     masked = np.full(3, -np.inf)
     stats = records.new_stats(file, 7, "masked", np.ndarray)
-    assert rule.observe(NonfiniteValue(stats=stats, value=masked, state="Inf")) == []
+    assert rule.observe(NonfiniteRead(stats=stats, value=masked, state="Inf")) == []
 
 
 def test_a_findings_message_is_the_trace_formats_finding(tmp_path: Path) -> None:
@@ -107,9 +113,9 @@ def test_a_findings_message_is_the_trace_formats_finding(tmp_path: Path) -> None
     site = next(s for s in info.op_sites[2] if s.op == "-")
     y, pred = np.zeros(4), np.zeros((4, 1))
     [finding] = BroadcastRule(facts).observe(
-        OpRan(info=info, line=2, site=site, left=y, right=pred, result=y - pred)
+        OperatorRan(info=info, line=2, site=site, left=y, right=pred, result=y - pred)
     )
-    message = finding.to_message()
+    message = finding_to_json(finding)
     assert list(message) == [
         "kind",
         "severity",

@@ -18,12 +18,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shapelens.engine.backends import new_backend
-from shapelens.engine.monitoring import MonitoringTracer
-from shapelens.engine.run_records import RunRecords
-from shapelens.engine.scope import ScopeConfig, UserCodeScope
-from shapelens.engine.statement_recorder import StatementRecorder
-from shapelens.settings.groups import FindingsConfig
+from shapelens.engine.backends.monitoring import MonitoringTracer
+from shapelens.engine.recording.run_records import RunRecords
+from shapelens.engine.recording.scope import ScopeConfig
+from shapelens.engine.session import engine_for
 from shapelens.trace import Trace, messages
 from shapelens.trace.builder import TraceBuilder
 
@@ -91,15 +89,10 @@ def traced_threads(folder: Path, backend: str) -> tuple[Trace, list[str], list[s
         path.write_text(WORK.format(k=k))
         files.append(str(path))
     workers = [_load(path, k) for k, path in enumerate(files)]
-    records = RunRecords()
-    scope = UserCodeScope(ScopeConfig(root=str(folder)))
-    events = StatementRecorder(scope=scope, records=records, findings=FindingsConfig())
+    built = engine_for(ScopeConfig(root=str(folder)), backend="settrace")
+    records, events = built.records, built.recorder
     # Not adaptive: lines switched off would have estimated counts, not exact ones.
-    engine = (
-        new_backend(events, "settrace")
-        if backend == "settrace"
-        else MonitoringTracer(events, adaptive=False)
-    )
+    engine = built.backend if backend == "settrace" else MonitoringTracer(events, adaptive=False)
     builder = TraceBuilder(argv=[])
     wrong: list[str] = []
     done = threading.Event()
@@ -171,12 +164,11 @@ def loop_then_flush(records: RunRecords, sent: list[messages.Message], steps: in
 def test_the_last_flush_sends_the_values_a_frames_end_read_without_a_hit() -> None:
     """A line skipped on its last hits is read once more when its frame ends, counting no
     hit: only the run's last flush can tell that its record changed."""
-    records = RunRecords()
     here = str(Path(__file__).parent)
-    scope = UserCodeScope(ScopeConfig(root=here, functions=("loop_then_flush",)))
-    events = StatementRecorder(scope=scope, records=records, findings=FindingsConfig())
+    built = engine_for(ScopeConfig(root=here, functions=("loop_then_flush",)), backend="settrace")
+    records = built.records
     sent: list[messages.Message] = []
-    with new_backend(events, "settrace"):
+    with built.backend:
         loop_then_flush(records, sent, 201)
     (before,) = (
         var for m in sent if m["t"] == messages.VARS for var in m["entries"] if var.name == "a"

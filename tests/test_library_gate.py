@@ -18,13 +18,10 @@ from typing import Any
 
 import pytest
 
-from shapelens.engine.backends import new_backend
-from shapelens.engine.library_gate import built_gate, hooked
-from shapelens.engine.run_records import RunRecords
-from shapelens.engine.scope import ScopeConfig, UserCodeScope
-from shapelens.engine.statement_recorder import StatementRecorder
-from shapelens.engine.tracer import Tracer
-from shapelens.settings.groups import FindingsConfig
+from shapelens.engine.backends.library_gate import built_gate, hooked
+from shapelens.engine.backends.settrace import Tracer
+from shapelens.engine.recording.scope import ScopeConfig
+from shapelens.engine.session import engine_for
 
 from conftest import REPO, SAMPLES, line_of, need, normalised_trace, run_cli
 
@@ -250,12 +247,9 @@ def test_deep_recursion_falls_back_to_plain_settrace(tmp_path: Path) -> None:
 
 
 def _tracer(tmp_path: Path) -> Tracer:
-    events = StatementRecorder(
-        scope=UserCodeScope(ScopeConfig(root=str(tmp_path))),
-        records=RunRecords(),
-        findings=FindingsConfig(),
-    )
-    return new_backend(events, "settrace")
+    tracer = engine_for(ScopeConfig(root=str(tmp_path)), backend="settrace").backend
+    assert isinstance(tracer, Tracer)
+    return tracer
 
 
 @needs_gate
@@ -288,7 +282,7 @@ def test_a_tracer_already_there_gets_plain_settrace(tmp_path: Path) -> None:
 def test_the_gate_is_built_without_cpython_internals() -> None:
     """No Py_BUILD_CORE (the internal headers need it): the module builds on the public
     headers, and reads the frames it must through a layout it checks when it loads."""
-    source = (REPO / "server" / "shapelens" / "engine" / "_library_gate.c").read_text()
+    source = (REPO / "server" / "shapelens" / "engine" / "backends" / "_library_gate.c").read_text()
     code = re.sub(r"/\*.*?\*/|//[^\n]*", "", source, flags=re.DOTALL)  # comments may say why
     assert "Py_BUILD_CORE" not in code
     assert not re.search(r"#\s*include\s*[<\"]internal/", code)
@@ -316,7 +310,7 @@ def test_the_gate_lives_while_a_frame_runs_under_it_after_remove() -> None:
     then goes."""
     program = """
         import json, weakref
-        from shapelens.engine._library_gate import Gate
+        from shapelens.engine.backends._library_gate import Gate
 
         class Global:
             def __call__(self, frame, event, arg):
@@ -352,7 +346,7 @@ def test_the_gate_lives_while_its_trace_function_runs_after_remove() -> None:
     hook never evaluated): the gate lives until the call returns."""
     program = """
         import json, sys, weakref
-        from shapelens.engine._library_gate import Gate
+        from shapelens.engine.backends._library_gate import Gate
 
         class Codes(dict):
             pass
@@ -423,7 +417,10 @@ AFTER_AN_ERROR = textwrap.dedent(
 @needs_gate
 def test_after_a_trace_function_error_tracing_stays_off_as_with_settrace() -> None:
     plain = _python(AFTER_AN_ERROR.format(install="sys.settrace(global_function)"))
-    gate = "from shapelens.engine._library_gate import Gate\nGate({}, global_function).install()"
+    gate = (
+        "from shapelens.engine.backends._library_gate import Gate\n"
+        "Gate({}, global_function).install()"
+    )
     gated = _python(AFTER_AN_ERROR.format(install=gate))
     assert plain["seen"] == [["main", "call"], ["main", "line"], ["main", "line"],
                              ["failing", "call"], ["failing", "line"]]  # fmt: skip

@@ -210,6 +210,40 @@ async def test_a_launch_configuration_runs_with_its_args_env_and_module(lsp: Lsp
     )
     assert result["status"] == "ok", result
     assert (await lsp.hints(uri))[line_of(path, "batch =") - 1] == "batch (5,2)"
-    for bad, message in (({"env": {"WIDTH": 7}}, "env must map"), ({"module": ""}, "module")):
+    for bad, message in (({"env": {"WIDTH": 7}}, "env must be"), ({"module": ""}, "module must")):
         result = await lsp.run(uri, **bad)
         assert result["status"] == "error" and message in result["message"], result
+
+
+BAD_ARGUMENTS = [
+    ({"nprocPerNode": 0}, "nprocPerNode must be a positive integer or null, not 0"),
+    ({"fake": "yes"}, "fake must be true or false, not 'yes'"),
+    ({"args": "--epochs 1"}, "args must be a list of strings"),
+    ({"env": {"A": 1}}, "env must be an object mapping names to strings"),
+    ({"nproc": 2}, "unknown argument nproc (known: args, clientAttaches, cwd, debug"),
+    ({"uri": None}, "uri must be a non-empty string or null, not None"),
+]
+
+
+async def test_a_bad_run_argument_gets_one_clear_error(lsp: LspSession) -> None:
+    """The run command's arguments are read against the settings schema: the first one that
+    does not fit is said in one line, nothing runs, and the server goes on."""
+    path, uri = lsp.write("ok.py", "x = 1\n")
+    lsp.open(path)
+    for arguments, said in BAD_ARGUMENTS:
+        result = await lsp.client.workspace_execute_command_async(
+            types.ExecuteCommandParams(
+                command="shapelens.run", arguments=[{"uri": uri, **arguments}]
+            )
+        )
+        assert result["status"] == "error", result
+        message = result["message"]
+        assert message.startswith("shapelens.run: ") and said in message, result
+        assert "\n" not in message and "Traceback" not in message
+    for arguments in ([], ["file:///x.py"], [{}]):
+        result = await lsp.client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="shapelens.run", arguments=arguments)
+        )
+        assert result["status"] == "error" and result["message"].startswith("shapelens.run")
+    assert not lsp.client.diagnostics.get(uri)  # nothing ran
+    assert (await lsp.run(uri))["status"] == "ok"  # a good request is served

@@ -295,8 +295,10 @@ def test_a_statement_holds_no_intermediate_its_modules_let_go(script, tmp_path: 
     assert parameters + 3 * activation <= line["peak_bytes"] <= parameters + 4 * activation
 
 
-REAL = TRAIN.replace(".cuda()", "").replace(', device="cuda"', "").replace(
-    "    opt.zero_grad()\n", "    opt.zero_grad()\nmodel(x).sum().backward()\n"
+REAL = (
+    TRAIN.replace(".cuda()", "")
+    .replace(', device="cuda"', "")
+    .replace("    opt.zero_grad()\n", "    opt.zero_grad()\nmodel(x).sum().backward()\n")
 )
 """TRAIN on the CPU, real tensors, with gradients left at the end."""
 

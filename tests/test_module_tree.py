@@ -11,14 +11,11 @@ from typing import Any
 import jsonschema
 import pytest
 
-from shapelens.engine.backends import new_backend
-from shapelens.engine.module_tree import ModuleTree
-from shapelens.engine.run_records import RunRecords
-from shapelens.engine.scope import ScopeConfig, UserCodeScope
-from shapelens.engine.source_map import SourceMaps
-from shapelens.engine.statement_recorder import StatementRecorder
+from shapelens.engine.modules.tree import ModuleTree
+from shapelens.engine.recording.scope import ScopeConfig, UserCodeScope
+from shapelens.engine.session import engine_for
+from shapelens.engine.source.source_map import SourceMaps
 from shapelens.present.modules import count_text
-from shapelens.settings.groups import FindingsConfig
 from shapelens.trace import trace_from_json
 from shapelens.trace.codec import SCHEMA_PATH
 
@@ -331,7 +328,7 @@ def test_a_slot_tells_what_is_new() -> None:
     """A batch size inside the ranges seen is nothing new; a wider one, another number of
     dims, dtype or device is (the tree watches every call again after it)."""
     torch = need("torch")
-    from shapelens.engine.module_calls import TensorSlot
+    from shapelens.engine.modules.calls import TensorSlot
 
     slot = TensorSlot()
     assert slot.would_be_new(torch.ones(8, 4)) and slot.observe(torch.ones(8, 4))
@@ -365,9 +362,8 @@ def test_a_flush_in_the_middle_of_a_module_call_never_sends_it_half_read_for_goo
     def call(module: Any) -> None:
         module(torch.ones(2, 3))
 
-    records = RunRecords()
-    events = StatementRecorder(scope=tree.scope, records=records, findings=FindingsConfig())
-    tracer = new_backend(events, "settrace")
+    built = engine_for(tree.scope.config, backend="settrace")
+    events, tracer = built.recorder, built.backend
     tree.install(tracer, events)
     with tracer:
         call(Widen())

@@ -17,7 +17,7 @@ import pytest
 
 from shapelens.trace.codec import load_trace
 
-from conftest import need
+from conftest import line_of, need, run_cli
 
 pytestmark = pytest.mark.backend
 
@@ -54,6 +54,18 @@ CELLS = {
     "untraced": "quiet = torch.ones(9)",
     "on": "%shapelens on",
     "status": "%shapelens status",
+    "compile_model": (
+        "from torch import nn\n\n\nclass Tiny(nn.Module):\n    def __init__(self):\n"
+        "        super().__init__()\n        self.fc = nn.Linear(3, 2)\n\n"
+        "    def forward(self, x):\n        h = self.fc(x)\n        out = torch.relu(h)\n"
+        '        return out\n\n\nmodel = torch.compile(Tiny(), backend="eager")'
+    ),
+    "compile_train": (
+        "opt = torch.optim.SGD(model.parameters(), lr=0.1)\nfor step in range(3):\n"
+        "    pred = model(torch.ones(4, 3))\n    loss = pred.sum()\n    opt.zero_grad()\n"
+        "    loss.backward()\n    opt.step()"
+    ),
+    "probe": "print(hasattr(torch.compile, '__shapelens__'))",
 }
 
 
@@ -135,6 +147,12 @@ def session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
             kernel.run("untraced")
             kernel.run("on")
             kernel.run("status")
+            kernel.run("compile_model")
+            kernel.run("compile_train")
+            kernel.snapshots.append(kernel.trace())  # type: ignore[attr-defined]
+            kernel.run("off")
+            kernel.run("probe")  # untraced: torch.compile is torch's own again
+            kernel.run("on")
             yield kernel
     finally:
         if old is not None:
@@ -224,6 +242,33 @@ def test_off_on_and_status(session: Session) -> None:
     assert CELLS["status"] in sources  # traced again after on
     (printed,) = [o["text"] for o in session.outputs["status"] if o["output_type"] == "stream"]
     assert printed.startswith("ShapeLens on") and str(session.trace_files()[0]) in printed
+
+
+def test_a_compiled_model_in_a_cell_runs_as_in_a_script(session: Session, tmp_path: Path) -> None:
+    """The cell's engine is the script's: ``torch.compile`` regions run eagerly, with the same
+    hints as the same code run as a script, and torch.compile is torch's own again after."""
+    model_cell, train_cell = CELLS["compile_model"], CELLS["compile_train"]
+    main = tmp_path / "main.py"
+    main.write_text(f"import torch\n{model_cell}\n{train_cell}\n")
+    script = run_cli("main.py", cwd=tmp_path)
+    assert script.returncode == 0 and script.trace is not None, script.stderr
+    trace = session.snapshots[-1]  # type: ignore[attr-defined]
+    cell = _vars(trace, _cell(trace, model_cell)["file"])
+    assert trace["compile"] == script.trace["compile"] == "eager"
+    for marker, name in [("h = self.fc", "h"), ("out = torch.relu", "out"), ("def forward", "x")]:
+        in_cell = cell[(_line(model_cell, marker), name)]
+        in_script = script.var(main, line_of(main, marker), name)
+        assert (in_cell["shape"], in_cell["hits"]) == (in_script["shape"], in_script["hits"])
+        assert in_cell["hits"] == 3, (marker, in_cell)
+    for name in ("compile_model", "compile_train"):
+        shown = "".join(str(o) for o in session.outputs[name])
+        assert "Graph break" not in shown and "shapelens" not in shown.lower(), shown
+    (printed,) = [o["text"] for o in session.outputs["probe"] if o["output_type"] == "stream"]
+    assert printed.strip() == "False"
+
+
+def _line(source: str, marker: str) -> int:
+    return next(n for n, text in enumerate(source.splitlines(), 1) if marker in text)
 
 
 def test_clear_and_the_trace_dir_variable(tmp_path: Path) -> None:

@@ -132,7 +132,7 @@ def test_the_wheel_installs_and_finds_the_seed_broadcast(tmp_path: Path) -> None
     if ON_311:
         tag = sysconfig.get_config_var("EXT_SUFFIX")  # .cpython-311-x86_64-linux-gnu.so
         assert "-cp311-cp311-" in wheel.name
-        assert f"shapelens/engine/_library_gate{tag}" in listing
+        assert f"shapelens/engine/backends/_library_gate{tag}" in listing
     else:
         assert wheel.name.endswith("-py3-none-any.whl")
         assert ".so" not in listing
@@ -148,7 +148,8 @@ def test_a_gate_that_cannot_build_says_so_loudly(tmp_path: Path) -> None:
     pip_wheel = ("-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation", source)
     no_compiler = {"CC": "false"}
     log = _run(sys.executable, *pip_wheel, "-w", tmp_path / "w", env=no_compiler)
-    assert "ShapeLens: the C gate (server/shapelens/engine/_library_gate.c) did not build:" in log
+    gate = "server/shapelens/engine/backends/_library_gate.c"
+    assert f"ShapeLens: the C gate ({gate}) did not build:" in log
     (wheel,) = (tmp_path / "w").glob("*.whl")
     assert ".so" not in _run(sys.executable, "-m", "zipfile", "-l", wheel)
     required = {**no_compiler, "SHAPELENS_REQUIRE_GATE": "1"}

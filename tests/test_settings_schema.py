@@ -15,7 +15,7 @@ import pytest
 
 import shapelens.cli.main as cli
 from shapelens.lsp.settings import Settings, parse_settings
-from shapelens.runner.contract import RunRequest
+from shapelens.runner.contract import ChildConfig, RunRequest
 from shapelens.runner.launcher import UsageError
 from shapelens.settings.export import REPOSITORY_MANIFEST, configuration, write
 from shapelens.settings.groups import (
@@ -25,6 +25,7 @@ from shapelens.settings.groups import (
     RunSettings,
     TracingOptions,
 )
+from shapelens.settings.options import RunOptions
 from shapelens.settings.schema import settings_of
 
 REPOSITORY = Path(__file__).resolve().parents[1]
@@ -116,9 +117,8 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[RunRequest]:
 def test_without_flags_a_run_has_the_schemas_defaults(asked: list[RunRequest]) -> None:
     assert cli.main(["run", "main.py", "a"]) == 2
     (request,) = asked
-    assert request == dataclasses.replace(
-        RunRequest(target="main.py", args=("a",), cwd=request.cwd), python=sys.executable
-    )
+    assert request == RunRequest(target="main.py", args=("a",), cwd=request.cwd)
+    assert request.python == sys.executable
 
 
 def test_every_run_flag_reaches_the_request(asked: list[RunRequest], tmp_path: Path) -> None:
@@ -134,15 +134,16 @@ def test_every_run_flag_reaches_the_request(asked: list[RunRequest], tmp_path: P
     assert cli.main(argv) == 2
     (request,) = asked
     assert (request.target, request.args, request.module) == ("pkg.main", ("x",), True)
-    assert request.functions == ("f", "B.forward")
-    assert (request.include, request.exclude) == (("lib/*",), ("gen/*",))
-    assert (request.backend, request.sample_hits, request.fake, request.debug) == (
+    tracing, run = request.options.tracing, request.options.run
+    assert tracing.functions == ("f", "B.forward")
+    assert (tracing.include, tracing.exclude) == (("lib/*",), ("gen/*",))
+    assert (tracing.backend, tracing.sample_hits, tracing.fake, tracing.debug) == (
         "settrace", 3, True, True
     )  # fmt: skip
-    assert (request.log, request.python, request.timeout_s) == (log, "/opt/python", 1.5)
-    assert request.keep_compile and request.scalars_on_gpu and request.memory
-    assert request.gpu_memory_bytes == 24 * 10**9
-    assert request.findings == FindingsConfig(
+    assert (tracing.log, request.python, run.timeout_s) == (log, "/opt/python", 1.5)
+    assert run.keep_compile and run.scalars_on_gpu and run.memory
+    assert (run.gpu, run.gpu_memory) == ("rtx-4090", None)
+    assert request.options.findings == FindingsConfig(
         broadcast=False,
         mismatch=True,
         nonfinite=True,
@@ -152,9 +153,18 @@ def test_every_run_flag_reaches_the_request(asked: list[RunRequest], tmp_path: P
     )
 
 
-def test_the_cli_passes_tracing_options_by_their_request_names() -> None:
-    request_fields = {f.name for f in dataclasses.fields(RunRequest)}
-    assert {f.name for f in dataclasses.fields(TracingOptions)} <= request_fields
+def test_a_run_option_is_declared_once() -> None:
+    """Options reach the child as the schema's groups, whole: no request or child
+    configuration field repeats a setting of a group (a copy would have to be kept in step
+    by hand, and once was not)."""
+    option_names = {
+        item.name for group in (TracingOptions, RunSettings, FindingsConfig)
+        for item in settings_of(group)
+    }  # fmt: skip
+    assert {f.name for f in dataclasses.fields(RunOptions)} == {"tracing", "run", "findings"}
+    for record in (RunRequest, ChildConfig):
+        copied = {f.name for f in dataclasses.fields(record)} & option_names
+        assert not copied, f"{record.__name__} copies {copied}"
 
 
 def test_every_client_setting_is_read() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from lsprotocol import types
 
-from shapelens.engine.shape_comments import parse_comment
+from shapelens.engine.source.shape_comments import parse_comment
 
 from conftest import LspSession, line_of, need, run_cli
 

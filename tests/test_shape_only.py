@@ -16,6 +16,8 @@ import pytest
 from shapelens.runner.contract import RunRequest
 from shapelens.runner.launcher import run_traced
 from shapelens.runner.warm import WarmRunner
+from shapelens.settings.groups import RunSettings, TracingOptions
+from shapelens.settings.options import RunOptions
 from shapelens.trace.codec import SCHEMA_PATH, trace_to_json
 
 from conftest import CHILD_PYTHON, EXAMPLES, REPO, child_python, line_of, need, run_cli, warm_runner
@@ -231,11 +233,12 @@ def _shape_only_run(entry: Path, warm: WarmRunner) -> dict[str, Any]:
         target=entry.name,
         cwd=str(entry.parent),
         env=dict(os.environ),
-        python=CHILD_PYTHON or sys.executable,
-        timeout_s=240,
+        options=RunOptions(
+            tracing=TracingOptions(fake=True),
+            run=RunSettings(interpreter=CHILD_PYTHON or sys.executable, timeout_s=240),
+        ),
         capture_output=True,
         stdin="empty",
-        fake=True,
     )
     return trace_to_json(run_traced(request, warm=warm).trace)
 

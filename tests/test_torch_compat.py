@@ -1,4 +1,5 @@
-"""Private torch names live in engine/torch_compat.py only (torch 2.4 to 2.14 differ there).
+"""Private torch names live in engine/torch_support/torch_compat.py only (torch 2.4 to 2.14
+differ there).
 
 An AST scan of every other module of the package: no import of a private torch module, no
 ``torch._x`` attribute, and no private name (``x._y``, or ``"_y"`` handed to ``getattr``
@@ -15,7 +16,7 @@ from pathlib import Path
 from conftest import run_cli
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "server" / "shapelens"
-COMPAT = PACKAGE_ROOT / "engine" / "torch_compat.py"
+COMPAT = PACKAGE_ROOT / "engine" / "torch_support" / "torch_compat.py"
 PRIVATE = re.compile(r"^_[A-Za-z0-9]\w*$")
 NOT_TORCH = {
     "_getframe": "sys._getframe",
@@ -25,7 +26,7 @@ NOT_TORCH = {
     "_stop_event": "pygls's server (lsp/tcp.py)",
     "_server": "pygls's server (lsp/tcp.py)",
     "_pydevd_bundle": "debugpy's pydevd (the debugger plugin)",
-    "_original_tracing": "pydevd's sys.settrace (engine/tracer.py)",
+    "_original_tracing": "pydevd's sys.settrace (engine/backends/settrace.py)",
     "_frozen_importlib": "importlib._bootstrap as the interpreter holds it",
     "_ArgumentGroup": "argparse's argument group (settings/cli.py)",
 }

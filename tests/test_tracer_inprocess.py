@@ -12,12 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from shapelens.engine.backends import new_backend
-from shapelens.engine.run_records import RunRecords
-from shapelens.engine.scope import ScopeConfig, UserCodeScope
-from shapelens.engine.statement_recorder import StatementRecorder
-from shapelens.engine.tracer import Tracer
-from shapelens.settings.groups import FindingsConfig
+from shapelens.engine.backends.settrace import Tracer
+from shapelens.engine.recording.run_records import RunRecords
+from shapelens.engine.recording.scope import ScopeConfig
+from shapelens.engine.session import engine_for
 
 pytestmark = pytest.mark.backend
 
@@ -25,10 +23,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def make_tracer(function: str = "traced_function") -> tuple[Tracer, RunRecords]:
-    records = RunRecords()
-    scope = UserCodeScope(ScopeConfig(root=HERE, functions=(function,)))
-    events = StatementRecorder(scope=scope, records=records, findings=FindingsConfig())
-    return new_backend(events, "settrace"), records
+    engine = engine_for(ScopeConfig(root=HERE, functions=(function,)), backend="settrace")
+    assert isinstance(engine.backend, Tracer)
+    return engine.backend, engine.records
 
 
 def traced_function(n: int) -> Any:

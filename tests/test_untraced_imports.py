@@ -10,11 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from shapelens.engine.backends import new_backend
-from shapelens.engine.run_records import RunRecords
-from shapelens.engine.scope import ScopeConfig, UserCodeScope
-from shapelens.engine.statement_recorder import StatementRecorder
-from shapelens.settings.groups import FindingsConfig
+from shapelens.engine.recording.scope import ScopeConfig
+from shapelens.engine.session import engine_for
 
 from conftest import line_of, need, run_cli
 
@@ -67,12 +64,8 @@ def test_a_failing_import_shows_only_the_users_frames(script, tmp_path: Path) ->
 def test_the_import_hook_is_restored_also_on_error(tmp_path: Path) -> None:
     bootstrap = sys.modules["_frozen_importlib"]  # importlib._bootstrap
     original = bootstrap._find_and_load
-    events = StatementRecorder(
-        scope=UserCodeScope(ScopeConfig(root=str(tmp_path))),
-        records=RunRecords(),
-        findings=FindingsConfig(),
-    )
-    tracer = new_backend(events, "settrace")
+    built = engine_for(ScopeConfig(root=str(tmp_path)), backend="settrace")
+    tracer, events = built.backend, built.recorder
     sys.modules.pop("colorsys", None)
     sys.modules.pop("json.tool", None)
     with pytest.raises(ZeroDivisionError), tracer:

@@ -43,8 +43,10 @@ from shapelens.present.findings import finding_message
 from shapelens.runner.contract import RunRequest
 from shapelens.runner.launcher import run_traced
 from shapelens.runner.warm import WarmRunner
+from shapelens.settings.groups import RunSettings, TracingOptions
+from shapelens.settings.options import RunOptions
 from shapelens.trace.codec import trace_to_json
-from shapelens.trace.finding_codec import finding_from_json
+from shapelens.trace.finding import finding_from_json
 
 CORPUS_DIR = Path(__file__).resolve().parent
 CATEGORIES = ("clean", "buggy")
@@ -259,15 +261,20 @@ def _run_warm(program: Program, timeout_s: float, warm: WarmRunner) -> RunOutcom
     """As :func:`_run`, the child forked from ``warm`` (started with :func:`child_env`), as
     the language server runs a program: no interpreter start and ``import torch`` each."""
     output: list[str] = []
+    options = RunOptions(
+        tracing=TracingOptions(fake=program.shape_only),
+        run=RunSettings(
+            interpreter=os.environ.get("SHAPELENS_TEST_PYTHON") or sys.executable,
+            timeout_s=timeout_s,
+        ),
+    )
     request = RunRequest(
         target=program.entry.name,
         cwd=str(program.cwd),
         env=child_env(),
-        python=os.environ.get("SHAPELENS_TEST_PYTHON") or sys.executable,
-        timeout_s=timeout_s,
+        options=options,
         capture_output=True,
         stdin="empty",
-        fake=program.shape_only,
     )
     started = time.monotonic()
     result = run_traced(request, on_output=lambda _, text: output.append(text), warm=warm)

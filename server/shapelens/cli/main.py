@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import signal
 import sys
@@ -21,7 +20,7 @@ from shapelens.runner.contract import RunRequest
 from shapelens.runner.launcher import RunResult, UsageError, run_traced
 from shapelens.runner.warm import named_fork_server
 from shapelens.settings.cli import add_flags, read_flags
-from shapelens.settings.gpu_budget import BudgetError, budget_bytes
+from shapelens.settings.gpu_budget import BudgetError
 from shapelens.settings.groups import (
     DistributedOptions,
     FindingsConfig,
@@ -30,6 +29,7 @@ from shapelens.settings.groups import (
     RunSettings,
     TracingOptions,
 )
+from shapelens.settings.options import RunOptions
 from shapelens.trace import Trace, write_trace
 
 _RUN_FLAGS: tuple[tuple[str, type], ...] = (
@@ -183,26 +183,15 @@ def _request(parser: argparse.ArgumentParser, options: argparse.Namespace) -> Ru
         except OSError as err:
             print(f"shapelens: cannot write the log {options.log}: {err.strerror}", file=sys.stderr)
             return None
-    run = read_flags(RunSettings, options)
-    tracing = read_flags(TracingOptions, options)
+    run_options = RunOptions(
+        tracing=read_flags(TracingOptions, options),
+        run=read_flags(RunSettings, options),
+        findings=read_flags(FindingsConfig, options),
+    )
     try:
-        gpu_memory = budget_bytes(run.gpu_memory, run.gpu)
+        return RunRequest.for_options(target=target, args=args, module=module, options=run_options)
     except BudgetError as err:
         parser.error(str(err))
-    return RunRequest(
-        target=target,
-        args=args,
-        module=module,
-        python=run.interpreter or sys.executable,
-        timeout_s=run.timeout_s,
-        keep_compile=run.keep_compile,
-        scalars_on_gpu=run.scalars_on_gpu,
-        gpu_memory_bytes=gpu_memory,
-        memory=run.memory,
-        findings=read_flags(FindingsConfig, options),
-        # The tracing options are named as the request's fields are.
-        **{f.name: getattr(tracing, f.name) for f in dataclasses.fields(tracing)},
-    )
 
 
 def _traced(request: RunRequest, distributed: DistributedOptions) -> RunResult:

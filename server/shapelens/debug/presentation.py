@@ -14,8 +14,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from shapelens.engine import torch_compat
-from shapelens.engine.values import (
+from shapelens.engine.recording.values import (
     ARRAY,
     CONTAINER_KINDS,
     DATACLASS,
@@ -27,6 +26,7 @@ from shapelens.engine.values import (
     dtype_name,
     kind_of,
 )
+from shapelens.engine.torch_support import torch_compat
 from shapelens.present.shapes import metadata_text
 
 PREVIEW_VALUES = 100

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lsprotocol import types
+from pygls.workspace import TextDocument
 
 from shapelens.lsp.features.code_actions import FIX as COMMENT_FIX_KIND
 from shapelens.lsp.features.code_actions import KIND as CODE_ACTION_KIND
@@ -15,6 +16,7 @@ from shapelens.lsp.features.code_actions import code_actions_for
 from shapelens.lsp.features.code_lens import lenses_for
 from shapelens.lsp.features.hover import hover_for
 from shapelens.lsp.features.inlay_hints import hint_document, inlay_hints_for, resolve_hint
+from shapelens.lsp.results import FileView
 from shapelens.lsp.state import ShapeLensServer
 from shapelens.lsp.uris import is_cell, path_of
 
@@ -86,22 +88,27 @@ def notebook_document_did_close(
     ls.forget_cells(cell.uri for cell in params.cell_text_documents)
 
 
-def text_document_hover(ls: ShapeLensServer, params: types.HoverParams) -> types.Hover | None:
-    document = ls.open_document(params.text_document.uri)
+def _shown(ls: ShapeLensServer, uri: str) -> tuple[FileView, TextDocument] | None:
+    """The open document at ``uri`` and the results shown on it (None: either is missing)."""
+    document = ls.open_document(uri)
     view = ls.view_of(document) if document is not None else None
     if document is None or view is None:
         return None
-    return hover_for(view, document, params.position)
+    return view, document
+
+
+def text_document_hover(ls: ShapeLensServer, params: types.HoverParams) -> types.Hover | None:
+    shown = _shown(ls, params.text_document.uri)
+    return None if shown is None else hover_for(*shown, params.position)
 
 
 def text_document_inlay_hint(
     ls: ShapeLensServer, params: types.InlayHintParams
 ) -> list[types.InlayHint]:
-    document = ls.open_document(params.text_document.uri)
-    view = ls.view_of(document) if document is not None else None
-    if document is None or view is None:
-        return []
-    return inlay_hints_for(view, document, params.range, ls.settings, ls.hint_cache)
+    shown = _shown(ls, params.text_document.uri)
+    return (
+        [] if shown is None else inlay_hints_for(*shown, params.range, ls.settings, ls.hint_cache)
+    )
 
 
 def inlay_hint_resolve(ls: ShapeLensServer, hint: types.InlayHint) -> types.InlayHint:
@@ -125,11 +132,8 @@ def text_document_code_lens(
 def text_document_code_action(
     ls: ShapeLensServer, params: types.CodeActionParams
 ) -> list[types.CodeAction]:
-    document = ls.open_document(params.text_document.uri)
-    view = ls.view_of(document) if document is not None else None
-    if document is None or view is None:
-        return []
-    return code_actions_for(view, document, params.range, params.context.only)
+    shown = _shown(ls, params.text_document.uri)
+    return [] if shown is None else code_actions_for(*shown, params.range, params.context.only)
 
 
 FEATURES: dict[str, Callable[..., Any]] = {

@@ -8,11 +8,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import sys
 import threading
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from lsprotocol import types
@@ -31,7 +30,10 @@ from shapelens.runner.launcher import (
     run_traced,
 )
 from shapelens.runner.warm import WarmRunner, named_fork_server
-from shapelens.settings.gpu_budget import BudgetError, budget_bytes
+from shapelens.settings.arguments import ArgumentError, read_arguments
+from shapelens.settings.gpu_budget import BudgetError
+from shapelens.settings.groups import DistributedOptions, RunCommand, TracingOptions
+from shapelens.settings.options import RunOptions
 from shapelens.trace import Trace
 
 MAX_FORWARDED_OUTPUT = 1 << 20  # a 1 GB print must not flood the editor
@@ -39,77 +41,44 @@ MAX_FORWARDED_OUTPUT = 1 << 20  # a 1 GB print must not flood the editor
 
 @dataclass(frozen=True, kw_only=True)
 class RunParams:
-    uri: str
+    """A ``shapelens.run`` command's arguments, read against the settings schema."""
+
     path: str
-    function: str | None = None
-    args: tuple[str, ...] = ()
-    cwd: str | None = None
-    progress: bool = True
-    """False when the client shows its own progress (the VS Code extension does)."""
-    debug: bool = False
-    """Run under debugpy; ``shapelens/debugListening`` says where to attach."""
-    client_attaches: bool = False
-    """The client attaches on ``shapelens/debugListening`` itself: no message to the user."""
-    nproc_per_node: int | None = None
-    """Run under torchrun with this many processes, every rank traced."""
-    module: str | None = None
-    """Run this module (``python -m``) instead of the file; the file owns the results."""
-    env: tuple[tuple[str, str], ...] = ()
-    """Variables set for this run, over the server's environment and ``shapelens.env``."""
-    fake: bool = False
-    """A shape-only run on fake tensors (``shapelens run --fake``)."""
+    """The file the command is about (its ``uri``): it owns the run's results."""
+    command: RunCommand
+    """The arguments no other group declares (``uri``, ``args``, ``module``, ...)."""
+    tracing: TracingOptions
+    """The run options the arguments set (``fake``, ``debug``); the rest their defaults."""
+    distributed: DistributedOptions
+
+    @property
+    def uri(self) -> str:
+        return self.command.uri or ""
+
+    @property
+    def module(self) -> str | None:
+        return self.command.module.strip() if self.command.module else None
 
 
 class InvalidRunParams(ValueError):
     pass
 
 
+RUN_ARGUMENTS = (RunCommand, TracingOptions, DistributedOptions)
+"""The schema's groups whose settings ``shapelens.run`` takes as arguments."""
+
+
 def parse_run_params(raw: Any) -> RunParams:
-    if not isinstance(raw, dict) or not isinstance(raw.get("uri"), str):
-        raise InvalidRunParams('expected one argument {"uri": "file:///...", ...}')
-    path = path_of(raw["uri"])
+    try:
+        command, tracing, distributed = read_arguments(
+            "shapelens.run", raw, tuple(group() for group in RUN_ARGUMENTS)
+        )
+    except ArgumentError as err:
+        raise InvalidRunParams(str(err)) from None
+    path = path_of(command.uri)
     if path is None:
-        raise InvalidRunParams(f"not a file URI: {raw['uri']}")
-    function = raw.get("function")
-    args = raw.get("args", [])
-    cwd = raw.get("cwd")
-    if function is not None and not isinstance(function, str):
-        raise InvalidRunParams("function must be a string")
-    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
-        raise InvalidRunParams("args must be a list of strings")
-    if cwd is not None and not isinstance(cwd, str):
-        raise InvalidRunParams("cwd must be a string")
-    progress = raw.get("progress", True)
-    debug = raw.get("debug", False)
-    client_attaches = raw.get("clientAttaches", False)
-    fake = raw.get("fake", False)
-    nproc = raw.get("nprocPerNode")
-    if nproc is not None and (not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1):
-        raise InvalidRunParams("nprocPerNode must be a positive integer")
-    if not all(isinstance(flag, bool) for flag in (progress, debug, client_attaches, fake)):
-        raise InvalidRunParams("progress, debug, clientAttaches and fake must be true or false")
-    module = raw.get("module")
-    if module is not None and (not isinstance(module, str) or not module.strip()):
-        raise InvalidRunParams("module must be a module name such as package.train")
-    env = raw.get("env", {})
-    if not isinstance(env, dict) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in env.items()
-    ):
-        raise InvalidRunParams("env must map names to strings")
-    return RunParams(
-        uri=raw["uri"],
-        path=path,
-        function=function,
-        args=tuple(args),
-        cwd=cwd,
-        progress=progress,
-        debug=debug,
-        client_attaches=client_attaches,
-        nproc_per_node=nproc,
-        module=module.strip() if module else None,
-        env=tuple(env.items()),
-        fake=fake,
-    )
+        raise InvalidRunParams(f"shapelens.run: uri is not a file URI: {command.uri}")
+    return RunParams(path=path, command=command, tracing=tracing, distributed=distributed)
 
 
 class _ActiveRun:
@@ -204,7 +173,7 @@ class RunManager:
                 script_source = tuple(source.read().splitlines(keepends=True))
         except OSError:
             return self._fail(f"cannot run {params.path}: no such file")
-        token = await self._begin_progress(name, active) if params.progress else None
+        token = await self._begin_progress(name, active) if params.command.progress else None
         loop = asyncio.get_running_loop()
         output = _OutputForwarder(server.log_message, loop)
 
@@ -231,11 +200,14 @@ class RunManager:
             loop.call_soon_threadsafe(self._announce_debugger, params, host, port)
 
         def start() -> RunResult:
-            if params.nproc_per_node is not None:
+            if params.distributed.nproc_per_node is not None:
                 from shapelens.runner.distributed import run_distributed
 
                 return run_distributed(
-                    request, params.nproc_per_node, on_output=on_output, cancel=active.cancel
+                    request,
+                    params.distributed.nproc_per_node,
+                    on_output=on_output,
+                    cancel=active.cancel,
                 )
             return run_traced(
                 request,
@@ -271,7 +243,7 @@ class RunManager:
         # `hide`: paths a DAP client should treat as not the user's code (debugpy `rules`).
         where = {"uri": params.uri, "host": host, "port": port, "hide": [RUNNER_PACKAGE]}
         self.host.notify(DEBUG_LISTENING, where)
-        if params.client_attaches:
+        if params.command.client_attaches:
             return
         self.host.show_message(
             types.MessageType.Info,
@@ -399,26 +371,21 @@ def read_lines(path: str) -> tuple[str, ...]:
 
 
 def _run_request(host: RunHost, params: RunParams) -> RunRequest:
-    """What the child is asked to run: the command's parameters over the server's settings."""
+    """What the child is asked to run: the command's arguments over the server's settings."""
     settings = host.settings
-    return RunRequest(
+    command = params.command
+    tracing = params.tracing
+    if command.function:
+        tracing = replace(tracing, functions=(command.function,))
+    return RunRequest.for_options(
         target=params.module or params.path,
+        args=command.args,
         module=params.module is not None,
-        args=params.args,
-        cwd=params.cwd or _working_directory(host, params.path),
-        python=settings.run.interpreter or _default_python(),
-        env={**os.environ, **settings.run.extra_env, **dict(params.env)},
-        functions=(params.function,) if params.function else (),
-        timeout_s=settings.run.timeout_s,
+        options=RunOptions(tracing=tracing, run=settings.run, findings=settings.findings),
+        cwd=command.cwd or _working_directory(host, params.path),
+        env={**os.environ, **settings.run.extra_env, **command.env},
         capture_output=True,
         stdin="empty",  # our stdin is the JSON-RPC stream
-        debug=params.debug,
-        keep_compile=settings.run.keep_compile,
-        scalars_on_gpu=settings.run.scalars_on_gpu,
-        fake=params.fake,
-        gpu_memory_bytes=budget_bytes(settings.run.gpu_memory, settings.run.gpu),
-        memory=settings.run.memory,
-        findings=settings.findings,
     )
 
 
@@ -428,7 +395,3 @@ def _working_directory(host: RunHost, path: str) -> str:
         if path.startswith(os.path.join(root, "")):
             return root
     return os.path.dirname(path)
-
-
-def _default_python() -> str:
-    return sys.executable

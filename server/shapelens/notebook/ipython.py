@@ -20,7 +20,7 @@ from typing import Any
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.display import display
 
-from shapelens.engine.backends import choose_backend
+from shapelens.engine.backends.choice import choose_backend
 from shapelens.notebook.session import CellRun, KernelSession
 from shapelens.present.listing import render_listing, render_listing_html
 from shapelens.trace.model import Trace

@@ -13,15 +13,22 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from shapelens.engine.backends import TracingBackend, new_backend
-from shapelens.engine.run_records import RunRecords, VarStats
-from shapelens.engine.scope import ScopeConfig, UserCodeScope
-from shapelens.engine.source_map import SourceMaps
-from shapelens.engine.statement_recorder import StatementRecorder
+from shapelens.engine.backends.choice import choose_backend
+from shapelens.engine.recording.run_records import VarStats
+from shapelens.engine.recording.scope import ScopeConfig, UserCodeScope
+from shapelens.engine.session import Engine, EngineConfig
 from shapelens.settings.groups import FindingsConfig
+from shapelens.settings.options import RunOptions
 from shapelens.trace.builder import TraceBuilder
 from shapelens.trace.codec import write_trace
-from shapelens.trace.model import CellSource, ExceptionInfo, Finding, Trace, TracedLine
+from shapelens.trace.model import (
+    CellSource,
+    CompileMode,
+    ExceptionInfo,
+    Finding,
+    Trace,
+    TracedLine,
+)
 
 TRACE_DIR_VARIABLE = "SHAPELENS_TRACE_DIR"
 TRACE_FILE_PREFIX = "kernel-"
@@ -42,23 +49,28 @@ class CellRun:
 
 
 class ActiveCell:
-    """The engine running for one cell: started before the cell's code, stopped after."""
+    """The engine running for one cell: started before the cell's code, stopped after. The
+    same engine as a script's run (:mod:`shapelens.engine.session`), so a cell follows the
+    same rules: ``torch.compile`` regions run eagerly, with hints, unless kept."""
 
     def __init__(
         self,
-        scope: UserCodeScope,
-        findings: FindingsConfig,
+        scope: ScopeConfig,
+        options: RunOptions,
         sources: Mapping[str, str],
         born: Sequence[VarStats],
     ) -> None:
-        self.records = RunRecords(earlier=born)
-        code_sources = SourceMaps()
-        for name, text in sources.items():
-            code_sources.put(name, text)
-        self.events = StatementRecorder(
-            scope=scope, records=self.records, findings=findings, sources=code_sources
+        self.engine = Engine(
+            EngineConfig(
+                scope=scope,
+                options=options,
+                backend=choose_backend(),
+                sources=sources,
+                earlier=born,
+                module_tree=False,  # a kernel's trace has no module tree (yet)
+            )
         )
-        self.engine: TracingBackend = new_backend(self.events)
+        self.records = self.engine.records
         self.started = time.perf_counter()
         self.engine.start()
 
@@ -66,11 +78,12 @@ class ActiveCell:
         """Stop the engine (always) and assemble this cell's trace."""
         self.engine.stop()
         duration = time.perf_counter() - self.started
-        self.events.conclude(error)
+        self.engine.conclude(error)
         builder = TraceBuilder(argv=[])
         builder.python = ".".join(map(str, sys.version_info[:3]))
-        for message in self.records.drain():
+        for message in self.engine.drain(last=True):
             builder.accept(message)
+        self.engine.close()
         trace = builder.build(duration_s=duration, returncode=0, outcome=None)
         if error is None:
             return replace(trace, status="ok", exit_code=0, detail=None)
@@ -93,8 +106,9 @@ class KernelSession:
         trace_dir: str | None = None,
         findings: FindingsConfig | None = None,
     ) -> None:
-        self.scope = UserCodeScope(ScopeConfig(root=cwd, cell_files=tuple(cell_files)))
-        self.findings = findings or FindingsConfig()
+        self._scope_config = ScopeConfig(root=cwd, cell_files=tuple(cell_files))
+        self.scope = UserCodeScope(self._scope_config)
+        self.options = RunOptions(findings=findings or FindingsConfig())
         started = time.strftime("%Y%m%dT%H%M%S")
         self.trace_path = os.path.join(
             trace_dir or trace_directory(cwd), f"{TRACE_FILE_PREFIX}{os.getpid()}-{started}.json"
@@ -105,6 +119,8 @@ class KernelSession:
         self._lines: dict[str, dict[int, TracedLine]] = {}
         self._findings: dict[str, tuple[Finding, ...]] = {}
         self._exception: ExceptionInfo | None = None
+        self._compile_mode: CompileMode | None = None
+        """How the latest cell that called ``torch.compile`` ran it."""
         self._duration = 0.0
         self._born: list[VarStats] = []
         """Values earlier cells bound that are still alive: their birth lines, for findings."""
@@ -120,13 +136,14 @@ class KernelSession:
         ``sources``: the code of names whose cached text is not what was compiled (the
         findings read statements from it); others are read from ``linecache``."""
         if self._active is None:
-            self._active = ActiveCell(self.scope, self.findings, sources or {}, self._born)
+            self._active = ActiveCell(self._scope_config, self.options, sources or {}, self._born)
 
     def abandon(self) -> None:
         """Stop tracing without recording (a cell that ``%%shapelens`` traces itself)."""
         active, self._active = self._active, None
         if active is not None:
             active.engine.stop()
+            active.engine.close()
 
     def end(
         self, *, file: str, source: str, execution_count: int | None, error: BaseException | None
@@ -154,6 +171,7 @@ class KernelSession:
         self._lines.clear()
         self._findings.clear()
         self._exception = None
+        self._compile_mode = None
         self._duration = 0.0
         self._born = []
         self.cells_traced = 0
@@ -181,6 +199,8 @@ class KernelSession:
             self._exception = None
         if trace.exception is not None:
             self._exception = trace.exception
+        if trace.compile_mode is not None:
+            self._compile_mode = trace.compile_mode
         self._cells.pop(cell.file, None)  # re-inserted last: the file lists cells by recency
         self._cells[cell.file] = cell
         self._duration += trace.duration_s
@@ -199,6 +219,7 @@ class KernelSession:
             lines=tuple(line for lines in self._lines.values() for line in lines.values()),
             findings=tuple(f for found in self._findings.values() for f in found),
             cells=tuple(self._cells.values()),
+            compile_mode=self._compile_mode,
         )
 
     def write(self) -> None:

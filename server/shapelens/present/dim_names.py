@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
+from shapelens.present.literals import int_literal
+
 DimNames = tuple[str | None, ...]
 
 # Methods and functions whose arguments are the new shape, one int per dim (or one tuple).
@@ -60,7 +62,7 @@ def _names(node: ast.expr) -> DimNames | None:
         return None
     if method in _SAME_SHAPE:
         return inner
-    ints = [_int(a) for a in node.args]  # transpose(1, 2)
+    ints = [int_literal(a) for a in node.args]  # transpose(1, 2)
     if method in ("transpose", "swapaxes") and len(ints) == 2 and None not in ints:
         first, second = (i % len(inner) for i in ints)  # type: ignore[operator]
         swapped = list(inner)
@@ -68,7 +70,9 @@ def _names(node: ast.expr) -> DimNames | None:
         return tuple(swapped)
     if method == "permute":
         order = (
-            ints if len(node.args) != 1 else [_int(e) for e in getattr(node.args[0], "elts", [])]
+            ints
+            if len(node.args) != 1
+            else [int_literal(e) for e in getattr(node.args[0], "elts", [])]
         )
         if len(order) == len(inner) and None not in order:
             return tuple(inner[i % len(inner)] for i in order)  # type: ignore[operator]
@@ -101,12 +105,3 @@ def _without_self(node: ast.expr) -> ast.expr:
             return self.generic_visit(attr)
 
     return Strip().visit(ast.parse(ast.unparse(node), mode="eval").body)  # type: ignore[no-any-return]
-
-
-def _int(node: ast.expr) -> int | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, int):
-        return int(node.value)
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        inner = _int(node.operand)
-        return None if inner is None else -inner
-    return None

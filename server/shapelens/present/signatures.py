@@ -21,11 +21,12 @@ from shapelens.present.annotations import (
     value_names,
 )
 from shapelens.present.dim_names import DimNames, dim_names
+from shapelens.present.literals import int_literal
 from shapelens.present.signature_text import annotate, imports, signature_places
 from shapelens.trace import TracedLine, TracedVar
 
-# A TracedVar keeps the first 8 distinct shapes (engine/run_records.py): past that, the list
-# may miss some.
+# A TracedVar keeps the first 8 distinct shapes (engine/recording/run_records.py): past
+# that, the list may miss some.
 _SHAPES_KEPT = 8
 _FAMILIES = (
     ("Bool", ("bool",)),
@@ -263,7 +264,7 @@ def _sized(value: ast.expr) -> tuple[str, int | None] | None:
     ``x.size()[1]`` → (x, 1)."""
     index: int | None = None
     if isinstance(value, ast.Subscript):
-        index = _int(value.slice)
+        index = int_literal(value.slice)
         if index is None:
             return None
         value = value.value
@@ -280,21 +281,12 @@ def _sized(value: ast.expr) -> tuple[str, int | None] | None:
         if value.args:
             if index is not None:
                 return None  # x.size(1)[0]: not a size of x
-            index = _int(value.args[0])
+            index = int_literal(value.args[0])
             if index is None:
                 return None
     else:
         return None
     return (holder.id, index) if isinstance(holder, ast.Name) else None
-
-
-def _int(node: ast.expr) -> int | None:
-    if isinstance(node, ast.Constant) and type(node.value) is int:
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        inner = _int(node.operand)
-        return None if inner is None else -inner
-    return None
 
 
 def _return_annotation(

@@ -24,24 +24,11 @@ from collections.abc import Callable, Iterator
 from typing import NoReturn
 
 from shapelens.debug import PYDEVD_PLUGIN_ROOT
-from shapelens.engine.after_import import when_imported
-from shapelens.engine.backends import (
-    BackendUnavailable,
-    TracingBackend,
-    build_backend,
-    choose_backend,
-)
-from shapelens.engine.findings.out_of_memory import out_of_memory_finding
-from shapelens.engine.memory.ledger import MemoryLedger
-from shapelens.engine.memory.watch import MemoryWatch
-from shapelens.engine.module_tree import ModuleTree
-from shapelens.engine.run_records import RunRecords
-from shapelens.engine.scope import ScopeConfig, UserCodeScope
-from shapelens.engine.shape_only import STATUS as STOP_STATUS
-from shapelens.engine.shape_only import ShapeOnly, stop_reason
-from shapelens.engine.source_map import SourceMaps
-from shapelens.engine.statement_recorder import StatementRecorder
-from shapelens.engine.torch_compile import CompileControl
+from shapelens.engine.backends.choice import BackendUnavailable, choose_backend
+from shapelens.engine.recording.scope import ScopeConfig
+from shapelens.engine.session import Engine, EngineConfig
+from shapelens.engine.torch_support.shape_only import STATUS as STOP_STATUS
+from shapelens.engine.torch_support.shape_only import stop_reason
 from shapelens.runner.contract import ChildConfig
 from shapelens.runner.protocol import FrameWriter
 from shapelens.trace import messages
@@ -56,69 +43,38 @@ class ChildRun:
         self._on_stopped = on_stopped
         self._real_exit: Callable[[int], NoReturn] = os._exit
         self.writer = FrameWriter(config.channel_fd)
-        self.records = RunRecords()
+        tracing = config.options.tracing
         always = (os.path.abspath(config.target),) if config.mode == "script" else ()
-        scope = UserCodeScope(
-            ScopeConfig(
-                root=config.root,
-                always=always,
-                include=config.include,
-                exclude=config.exclude,
-                functions=config.functions,
-            )
+        scope = ScopeConfig(
+            root=config.root,
+            always=always,
+            include=tracing.include,
+            exclude=tracing.exclude,
+            functions=tracing.functions,
         )
-        self.scope = scope
-        self.sources = SourceMaps()
-        self.events = StatementRecorder(
-            scope=scope, records=self.records, findings=config.findings, sources=self.sources
-        )
-        self.events.op_watch.enabled = not config.keep_compile
-        self.events.scalars_on_gpu = config.scalars_on_gpu
         try:
-            self.backend = choose_backend(config.backend)
+            backend = choose_backend(tracing.backend)
         except BackendUnavailable as err:
             self.fail(f"--backend {err}")
-        self.engine: TracingBackend = build_backend(
-            self.events, self.backend, sample_hits=config.sample_hits
+        self.engine = Engine(
+            EngineConfig(
+                scope=scope,
+                options=config.options,
+                backend=backend,
+                compile_callbacks=(ChildRun._patched_exit, ChildRun._forked),  # from user code
+            )
         )
-        self.compile = CompileControl(
-            scope=scope,
-            records=self.records,
-            keep=config.keep_compile,
-            callbacks=(ChildRun._patched_exit, ChildRun._forked),  # called from user code
-        )
-        self.modules = ModuleTree(scope, self.sources)
-        self.shape_only = ShapeOnly()
-        # A budget is the simulated GPU's: a real run's device has its own memory.
-        self.memory = MemoryLedger(budget_bytes=config.gpu_memory_bytes if config.fake else None)
-        self._memory_watch: MemoryWatch | None = None
-        self._out_of_memory_sent = False
+        self.engine.on_shape_only = self._on_shape_only
+        self.scope = self.engine.scope
+        self.sources = self.engine.sources
         self._flush_lock = threading.Lock()
         self._ended = False
 
     # -- channel -----------------------------------------------------------------------
     def flush(self, *, last: bool = False) -> None:
         with self._flush_lock:
-            for message in self.records.drain(last=last):
+            for message in self.engine.drain(last=last):
                 self.writer.send(message)
-            tree = self.modules.drain()
-            if tree is not None:
-                self.writer.send(tree)
-            self._flush_memory(last)
-
-    def _flush_memory(self, last: bool) -> None:
-        memory = self.memory
-        event = memory.out_of_memory
-        # At the end: a step or backward under way when it ran out settles its breakdown.
-        if event is not None and last and not self._out_of_memory_sent:
-            self._out_of_memory_sent = True
-            file, line = event.where
-            finding = out_of_memory_finding(event, self.sources.get(file).text(line).strip())
-            self.writer.send(messages.findings([finding.to_message()]))
-        if not memory.changed:
-            return
-        memory.changed = False
-        self.writer.send(messages.memory(memory.report()))
 
     def finish(
         self, status: str, exit_code: int, exception: messages.ExceptionRecord | None
@@ -134,9 +90,7 @@ class ChildRun:
             )
         )
         # Last: the flush above still names devices as the shape-only run showed them.
-        if self._memory_watch is not None:
-            self._memory_watch.stop()
-        self.shape_only.remove()
+        self.engine.close()
 
     def _flusher(self) -> None:
         """Background flushes (so a crash loses little) and stop requests from the parent."""
@@ -226,7 +180,7 @@ class ChildRun:
             overwrite=output is not None,
             color=output is None and sys.stderr.isatty(),
         )
-        self.compile.callbacks.append(WholeRunSnooper.trace)
+        self.engine.compile.callbacks.append(WholeRunSnooper.trace)
         snooper.install()
 
     def _wait_for_debugger(self) -> None:
@@ -257,8 +211,8 @@ class ChildRun:
             messages.hello(
                 python=python,
                 pid=os.getpid(),
-                core=self.backend.core,
-                gate_off=self.backend.gate_off,
+                core=self.engine.backend_choice.core,
+                gate_off=self.engine.backend_choice.gate_off,
             )
         )
         code, path = self.prepare()
@@ -267,7 +221,7 @@ class ChildRun:
         flusher = threading.Thread(target=self._flusher, name="shapelens-flush", daemon=True)
         flusher.is_pydev_daemon_thread = True  # type: ignore[attr-defined]  # never paused
         flusher.start()
-        if config.debug:
+        if config.options.tracing.debug:
             self._wait_for_debugger()
         os.register_at_fork(after_in_child=self._forked)
         os._exit = self._patched_exit  # type: ignore[assignment]
@@ -298,19 +252,13 @@ class ChildRun:
 
     def _execute(self, body: Callable[[], object]) -> None:
         exc: BaseException | None = None
-        if self.config.log is not None:
+        log = self.config.options.tracing.log
+        if log is not None:
             try:
-                self._start_log(self.config.log)
+                self._start_log(log)
             except (ImportError, OSError) as err:
-                self.fail(f"cannot write the log {self.config.log}: {err}")
-        self.compile.install()
-        if self.config.fake:
-            self.shape_only.install(self._on_shape_only)
-        elif self.config.memory:  # opt-in: a dispatch mode on every op of a real run
-            when_imported("torch", lambda torch: self._watch_memory())
+                self.fail(f"cannot write the log {log}: {err}")
         self.engine.start()
-        if not self.config.keep_compile:  # dynamo would trace our reading of module calls
-            self.modules.install(self.engine, self.events)
         try:
             body()
         except SystemExit as err:
@@ -319,10 +267,10 @@ class ChildRun:
             exc = err
         finally:
             self.engine.stop()
-            if self.config.log is not None:
+            if log is not None:
                 sys.settrace(None)
                 threading.settrace(None)
-        if exc is not None and self.config.fake:
+        if exc is not None and self.config.options.tracing.fake:
             described = self._describe(exc)
             file, line = described["file"], described["line"]
             text = self.sources.get(file).text(line) if file and line else None
@@ -333,7 +281,7 @@ class ChildRun:
                 print(f"shapelens: shape-only run stopped at {where}: {reason}", file=sys.stderr)
                 return
         if exc is not None:
-            self.events.conclude(exc)
+            self.engine.conclude(exc)
             self._outcome = (
                 "exception",
                 130 if isinstance(exc, KeyboardInterrupt) else 1,
@@ -343,18 +291,7 @@ class ChildRun:
             sys.excepthook(type(exc), exc.with_traceback(trimmed), trimmed)
 
     def _on_shape_only(self, simulated_cuda: bool) -> None:
-        self.events.op_watch.base_depth = 1  # its mode stays on torch's function stack
         self.writer.send(messages.shape_only(simulated_cuda=simulated_cuda))
-        self._watch_memory()
-
-    def _watch_memory(self) -> None:
-        """Count storages and FLOPs from here on: fake ones (inside the shape-only run's
-        fake mode), or a real run's (``--memory``)."""
-        self._memory_watch = MemoryWatch(self.memory, self.scope)
-        self._memory_watch.start(sys.modules["torch"])
-        self.modules.cost_of = self.memory.module_cost
-        self.modules.kept_for = self.memory.kept_for
-        self.memory.on_module_costs = self.modules.costs_changed
 
     def _describe(self, exc: BaseException) -> messages.ExceptionRecord:
         file, line = self.scope.raised_at(exc)

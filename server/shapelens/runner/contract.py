@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from shapelens.settings.groups import FindingsConfig
+from shapelens.settings.gpu_budget import budget_bytes
+from shapelens.settings.options import OptionsError, RunOptions
 
 NO_FD = -1
 """A descriptor not set yet: the runner that makes the pipes sets it."""
@@ -27,50 +28,59 @@ NO_FD = -1
 
 @dataclass(frozen=True, kw_only=True)
 class RunRequest:
+    """A run: what to run, where, and its options (the settings schema's groups, whole)."""
+
     target: str
     """Script path, or module name when ``module`` is true."""
     args: tuple[str, ...] = ()
     module: bool = False
     cwd: str = field(default_factory=os.getcwd)
-    python: str = sys.executable
     env: dict[str, str] | None = None
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    functions: tuple[str, ...] = ()
-    findings: FindingsConfig = field(default_factory=FindingsConfig)
-    timeout_s: float | None = None
+    """The whole environment of the run (None: this process's)."""
+    options: RunOptions = field(default_factory=RunOptions)
     flush_interval_s: float = 0.25
     capture_output: bool = False
     """Pipe the script's stdout/stderr to ``on_output`` instead of inheriting them."""
     stdin: Literal["inherit", "empty"] = "inherit"
     """"empty": the script reads /dev/null (``input()`` raises EOFError). The language server
     needs it: an inherited stdin would be its own JSON-RPC stream."""
-    debug: bool = False
-    """Start debugpy in the child (127.0.0.1, free port) and wait for a DAP client."""
-    log: str | None = None
-    """Also write the TorchSnooper-style log of the whole run to this file ("-": stderr)."""
-    backend: str = "auto"
-    """Tracing mechanism: "auto" (sys.monitoring on 3.12+), "settrace" or "monitoring"."""
-    sample_hits: int | None = None
-    """With sys.monitoring: stop a line's events after this many hits (counts become ≥)."""
-    keep_compile: bool = False
-    """Let torch.compile compile the program's functions (no hints inside them); by
-    default they run eagerly, with hints."""
-    scalars_on_gpu: bool = False
-    """Read 0-dim GPU tensors (a loss) for their course; each read synchronises the device."""
-    fake: bool = False
-    """A shape-only run: the program on fake tensors (no data; CUDA simulated without a GPU)."""
-    gpu_memory_bytes: int | None = None
-    """A shape-only run's GPU memory: an ``out_of_memory`` finding where it runs out."""
-    memory: bool = False
-    """Count a real run's tensor memory and FLOPs (a shape-only run always does)."""
+
+    @classmethod
+    def for_options(
+        cls,
+        *,
+        target: str,
+        args: tuple[str, ...],
+        module: bool,
+        options: RunOptions,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        capture_output: bool = False,
+        stdin: Literal["inherit", "empty"] = "inherit",
+    ) -> RunRequest:
+        """The one way the command line and the language server make a request; a budget
+        the options cannot hold (``--gpu-memory 24 potatoes``) is a
+        :class:`~shapelens.settings.gpu_budget.BudgetError` here, before anything runs."""
+        budget_bytes(options.run.gpu_memory, options.run.gpu)
+        return cls(
+            target=target,
+            args=args,
+            module=module,
+            cwd=cwd or os.getcwd(),
+            env=env,
+            options=options,
+            capture_output=capture_output,
+            stdin=stdin,
+        )
+
+    @property
+    def python(self) -> str:
+        """The interpreter that runs the program (``--python``, ``shapelens.interpreter``)."""
+        return self.options.run.interpreter or sys.executable
 
 
 class ChildConfigError(ValueError):
     """A configuration the child cannot read (written by another version of ShapeLens)."""
-
-
-_TUPLES = ("args", "include", "exclude", "functions")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,32 +93,11 @@ class ChildConfig:
     args: tuple[str, ...]
     root: str
     """The run's working directory: user code lives under it."""
-    include: tuple[str, ...]
-    exclude: tuple[str, ...]
-    functions: tuple[str, ...]
-    findings: FindingsConfig
+    options: RunOptions
+    """The run's options, whole (:mod:`shapelens.settings.options`)."""
     flush_interval: float
     stdin: Literal["inherit", "empty"] = "inherit"
     """"empty": the child reads /dev/null (the runner that starts it sees to it)."""
-    debug: bool = False
-    """Listen for a debugger (debugpy, 127.0.0.1) and wait for it before running."""
-    log: str | None = None
-    """Write the TorchSnooper-style log of the whole run here ("-": stderr)."""
-    backend: str = "auto"
-    """"settrace", "monitoring" (3.12+), or "auto": monitoring where available."""
-    sample_hits: int | None = None
-    """monitoring only: stop line events after this many hits of a line."""
-    keep_compile: bool = False
-    """Let the program's torch.compile regions compile (their lines get no hints); by
-    default they run eagerly."""
-    scalars_on_gpu: bool = False
-    """Read 0-dim GPU tensors for their course (synchronises the device)."""
-    fake: bool = False
-    """Run on fake tensors (:mod:`shapelens.engine.shape_only`)."""
-    gpu_memory_bytes: int | None = None
-    """The simulated GPU's memory (:mod:`shapelens.engine.memory`)."""
-    memory: bool = False
-    """Watch the memory of a real run too (:mod:`shapelens.engine.memory`)."""
     fast_exit: bool = False
     """Forked from the warm runner: once the results are sent, skip interpreter teardown
     (as multiprocessing's children do), which would cost ~0.4 s with torch loaded."""
@@ -129,21 +118,9 @@ class ChildConfig:
             display=request.target,
             args=request.args,
             root=cwd,
-            include=request.include,
-            exclude=request.exclude,
-            functions=request.functions,
-            findings=request.findings,
+            options=request.options,
             flush_interval=request.flush_interval_s,
             stdin=request.stdin,
-            debug=request.debug,
-            log=request.log,
-            backend=request.backend,
-            sample_hits=request.sample_hits,
-            keep_compile=request.keep_compile,
-            scalars_on_gpu=request.scalars_on_gpu,
-            fake=request.fake,
-            gpu_memory_bytes=request.gpu_memory_bytes,
-            memory=request.memory,
         )
 
     def with_fds(self, *, channel: int, control: int, crash: int) -> ChildConfig:
@@ -158,9 +135,8 @@ class ChildConfig:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON values, keyed by field name."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        data["findings"] = dataclasses.asdict(self.findings)
-        for key in _TUPLES:
-            data[key] = list(data[key])
+        data["options"] = self.options.to_json()
+        data["args"] = list(self.args)
         return data
 
     def to_json(self) -> str:
@@ -169,16 +145,14 @@ class ChildConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ChildConfig:
         """The inverse of :meth:`to_dict`; a :class:`ChildConfigError` names any key that is
-        unknown or missing, rather than a ``TypeError`` from deep inside."""
+        unknown or missing, or an option that does not fit, rather than a ``TypeError`` from
+        deep inside."""
         values = dict(_checked_keys(cls, data, "child configuration"))
-        for key in _TUPLES:
-            values[key] = tuple(values[key])
-        findings = values["findings"]
-        if not isinstance(findings, Mapping):
-            raise ChildConfigError(f"child configuration: findings is not an object: {findings!r}")
-        values["findings"] = FindingsConfig(
-            **_checked_keys(FindingsConfig, findings, "child configuration's findings")
-        )
+        values["args"] = tuple(values["args"])
+        try:
+            values["options"] = RunOptions.from_json(values["options"])
+        except OptionsError as err:
+            raise ChildConfigError(f"child configuration: {err}") from None
         return cls(**values)
 
     @classmethod

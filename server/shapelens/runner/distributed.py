@@ -74,7 +74,7 @@ def run_distributed(
 
     With ``request.capture_output`` the output goes to ``on_output`` (the language server's
     stdout is its protocol channel); ``cancel`` stops every rank (status ``timeout``, as
-    ``request.timeout_s`` does). ``interrupt`` is set by the caller's SIGINT handler (only
+    the run's time limit does). ``interrupt`` is set by the caller's SIGINT handler (only
     the main thread gets signals, and torchrun runs in its own session): the first Ctrl-C
     goes to torchrun, which hands it to every rank (a ``KeyboardInterrupt`` at the user's
     line, as in a single-process run); a second one stops the ranks at once."""
@@ -146,7 +146,8 @@ def _launch(
             os.close(fd)
         raise UsageError(f"cannot start the interpreter {command[0]}: {err.strerror}") from err
     pumps = pump_output(process, on_output) if request.capture_output else []
-    deadline = None if request.timeout_s is None else started + request.timeout_s
+    timeout = request.options.run.timeout_s
+    deadline = None if timeout is None else started + timeout
     stopped: str | None = None  # "timeout" or "cancelled": we stopped the ranks
     interrupted = False
     try:

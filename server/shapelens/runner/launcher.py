@@ -74,7 +74,7 @@ def run_traced(
     env = dict(os.environ if request.env is None else request.env)
     if request.capture_output:
         env.setdefault("PYTHONUNBUFFERED", "1")  # the editor shows output as it comes
-    if request.debug:
+    if request.options.tracing.debug:
         env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")  # frozen-modules warning noise
     pipe = subprocess.PIPE if request.capture_output else None
     started = time.monotonic()
@@ -108,7 +108,7 @@ def run_traced(
     os.close(crash_write)
     pumps = pump_output(process, on_output) if request.capture_output else []
     supervisor = _Supervisor(
-        process, channel_read, control_write, builder, request.timeout_s, cancel
+        process, channel_read, control_write, builder, request.options.run.timeout_s, cancel
     )
     if on_snapshot is not None:
         supervisor.on_snapshot = lambda: on_snapshot(

@@ -47,7 +47,7 @@ def _torch() -> Any:
 
 def _tracing() -> Any:
     """The core a run gets here, chosen by the engine's own rule."""
-    from shapelens.engine.backends import choose_backend
+    from shapelens.engine.backends.choice import choose_backend
 
     choice = choose_backend()
     return {"core": choice.core, "gate_off": choice.gate_off}

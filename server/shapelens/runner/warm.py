@@ -31,7 +31,7 @@ def _startup_env(env: dict[str, str]) -> dict[str, str]:
 
 def forkable(config: ChildConfig) -> bool:
     """Whether the fork server can start this child: a debugged run starts cold."""
-    return not config.debug
+    return not config.options.tracing.debug
 
 
 class WarmProcess:

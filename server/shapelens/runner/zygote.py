@@ -25,7 +25,8 @@ FD_NAMES = ("stdin", "stdout", "stderr", "channel", "control", "crash")
 
 
 def _preload() -> None:
-    from shapelens.engine import torch_compat  # sys.path holds the package from here on
+    # sys.path holds the package from here on
+    from shapelens.engine.torch_support import torch_compat
 
     try:
         import torch  # noqa: F401  (the point of a warm runner)

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from shapelens.settings.schema import Setting, settings_of
+from shapelens.settings.schema import accepts, converted, settings_of
 
 
 def read_client(
@@ -33,10 +33,10 @@ def read_client(
             problems.append(f"shapelens.{key}: unknown setting")
             continue
         index, item = found
-        if not _valid(item, value):
+        if not accepts(item, value):
             problems.append(f"shapelens.{key}: invalid value {value!r}, using the default")
             continue
-        changes[index][item.name] = _converted(item, value)
+        changes[index][item.name] = converted(item, value)
     updated = tuple(dataclasses.replace(g, **c) for g, c in zip(groups, changes, strict=True))
     return updated, problems
 
@@ -50,31 +50,3 @@ def _flattened(raw: Mapping[str, Any], nests: set[str]) -> list[tuple[str, Any]]
         else:
             pairs.append((key, value))
     return pairs
-
-
-def _valid(item: Setting, value: Any) -> bool:
-    if value is None:
-        return item.optional
-    if item.kind == "bool":
-        return isinstance(value, bool)
-    if item.kind in ("int", "float"):
-        kinds = (int,) if item.kind == "int" else (int, float)
-        number = isinstance(value, kinds) and not isinstance(value, bool)
-        return number and (value > 0 or not item.meta.positive)
-    if item.kind == "str":
-        if item.meta.choices:
-            return value in item.meta.choices
-        return isinstance(value, str) and bool(value.strip())
-    if item.kind == "list":
-        return isinstance(value, list) and all(isinstance(v, str) for v in value)
-    return isinstance(value, dict) and all(
-        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
-    )
-
-
-def _converted(item: Setting, value: Any) -> Any:
-    if value is None:
-        return None
-    if item.kind == "float":
-        return float(value)
-    return tuple(value) if item.kind == "list" else value

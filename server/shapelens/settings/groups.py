@@ -191,12 +191,14 @@ class TracingOptions:
     fake: bool = setting(
         False,
         flag="--fake",
+        argument="fake",
         help="shape-only run on fake tensors: no data, any model size, CUDA simulated without "
         "a GPU; stops where the program needs a value (.item())",
     )
     debug: bool = setting(
         False,
         flag="--debug",
+        argument="debug",
         help="start debugpy on 127.0.0.1 and wait for a DAP client before running",
     )
     log: str | None = setting(
@@ -216,6 +218,8 @@ class DistributedOptions:
         None,
         flag="--nproc-per-node",
         metavar="N",
+        argument="nprocPerNode",
+        positive=True,
         help="run under torchrun with N processes, every rank traced, one merged trace",
     )
     torchrun_args: tuple[str, ...] = setting(
@@ -223,6 +227,48 @@ class DistributedOptions:
         flag="--torchrun-arg",
         metavar="ARG",
         help="extra torchrun option, e.g. --torchrun-arg=--max-restarts=0; repeatable",
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunCommand:
+    """The language server's ``shapelens.run`` arguments that no other group declares
+    (``fake``, ``debug`` and ``nprocPerNode`` are the run options of those names)."""
+
+    uri: str | None = setting(
+        None, argument="uri", required=True, help="The file to run (its results go there)."
+    )
+    function: str | None = setting(
+        None, argument="function", help="Trace only this function (Block.forward)."
+    )
+    args: tuple[str, ...] = setting((), argument="args", help="The script's arguments.")
+    cwd: str | None = setting(
+        None,
+        argument="cwd",
+        help="Working directory (default: the workspace folder holding the file).",
+    )
+    module: str | None = setting(
+        None,
+        argument="module",
+        help="Run this module (python -m) instead of the file; the file owns the results.",
+    )
+    env: dict[str, str] = field(
+        default_factory=dict,
+        metadata=described(
+            argument="env",
+            help="Variables set for this run, over the server's environment and "
+            "shapelens.extraEnv.",
+        ),
+    )
+    progress: bool = setting(
+        True,
+        argument="progress",
+        help="Report progress (false when the client shows its own, as the extension does).",
+    )
+    client_attaches: bool = setting(
+        False,
+        argument="clientAttaches",
+        help="With debug: the client attaches on shapelens/debugListening itself.",
     )
 
 

@@ -51,6 +51,10 @@ class Meta:
     manifest: Mapping[str, Any] = field(default_factory=dict)
     """Manifest properties that differ from the ones the field implies (the extension's own
     default, a minimum it enforces)."""
+    argument: str | None = None
+    """Its name in the language server's ``shapelens.run`` arguments; ``None``: not one."""
+    required: bool = False
+    """An argument the command cannot do without (its ``None`` default means: missing)."""
 
     @property
     def vscode_key(self) -> str | None:
@@ -97,3 +101,50 @@ def _kind(annotation: Any) -> tuple[Kind, bool]:
         (inner,) = (a for a in args if a is not type(None))
         return _kind(inner)[0], True
     return _KINDS[typing.get_origin(annotation) or annotation], False
+
+
+def accepts(item: Setting, value: Any) -> bool:
+    """Whether ``value`` (as JSON brings it) fits ``item``: its kind, choices, positivity."""
+    if value is None:
+        return item.optional
+    if item.kind == "bool":
+        return isinstance(value, bool)
+    if item.kind in ("int", "float"):
+        kinds = (int,) if item.kind == "int" else (int, float)
+        number = isinstance(value, kinds) and not isinstance(value, bool)
+        return number and (value > 0 or not item.meta.positive)
+    if item.kind == "str":
+        if item.meta.choices:
+            return value in item.meta.choices
+        return isinstance(value, str) and bool(value.strip())
+    if item.kind == "list":
+        return isinstance(value, list | tuple) and all(isinstance(v, str) for v in value)
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    )
+
+
+def converted(item: Setting, value: Any) -> Any:
+    """An accepted JSON ``value`` as the field holds it (lists as tuples)."""
+    if value is None:
+        return None
+    if item.kind == "float":
+        return float(value)
+    if item.kind == "list":
+        return tuple(value)
+    return dict(value) if item.kind == "map" else value
+
+
+def expected(item: Setting) -> str:
+    """What ``item`` takes, in words, for a message about a value it does not accept."""
+    if item.meta.choices:
+        return "one of " + ", ".join(item.meta.choices)
+    words = {
+        "bool": "true or false",
+        "int": "a positive integer" if item.meta.positive else "an integer",
+        "float": "a positive number" if item.meta.positive else "a number",
+        "str": "a non-empty string",
+        "list": "a list of strings",
+        "map": "an object mapping names to strings",
+    }[item.kind]
+    return f"{words} or null" if item.optional else words

@@ -14,9 +14,9 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from shapelens.engine import values
-from shapelens.engine.findings.nonfinite import nonfinite_flags
-from shapelens.engine.values import dtype_name
+from shapelens.engine.findings.nonfinite_scan import nonfinite_flags
+from shapelens.engine.recording import values
+from shapelens.engine.recording.values import dtype_name
 from shapelens.present.shapes import shape_text
 from shapelens.settings.groups import FindingsConfig
 

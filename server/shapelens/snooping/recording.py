@@ -11,12 +11,9 @@ import time
 from types import FrameType
 from typing import Any
 
-from shapelens.engine.backends import new_backend
-from shapelens.engine.run_records import RunRecords
-from shapelens.engine.scope import ScopeConfig, UserCodeScope
-from shapelens.engine.statement_recorder import StatementRecorder
-from shapelens.engine.tracer import TraceFunction
-from shapelens.settings.groups import FindingsConfig
+from shapelens.engine.backends.settrace import TraceFunction, Tracer
+from shapelens.engine.recording.scope import ScopeConfig
+from shapelens.engine.session import engine_for
 from shapelens.trace import write_trace
 from shapelens.trace.builder import TraceBuilder
 
@@ -32,13 +29,13 @@ class SnoopRecording:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.records = RunRecords()
         # Snooped code is user code by definition: the scope's filters are not consulted.
-        scope = UserCodeScope(ScopeConfig(root=os.getcwd()))
-        events = StatementRecorder(scope=scope, records=self.records, findings=FindingsConfig())
         # pysnooper's sys.settrace function picks the frames and hands us their events: the
-        # settrace backend's local tracers follow them (it is never started itself).
-        self.tracer = new_backend(events, "settrace")
+        # settrace backend's local tracers follow them (the engine is never started itself).
+        self.engine = engine_for(ScopeConfig(root=os.getcwd()), backend="settrace")
+        tracer = self.engine.backend
+        assert isinstance(tracer, Tracer)  # what choose_backend("settrace") builds
+        self.tracer = tracer
         self._locals: dict[int, TraceFunction] = {}
         self._started = time.monotonic()
         self._builder = TraceBuilder(argv=list(sys.argv))
@@ -64,7 +61,7 @@ class SnoopRecording:
     def write(self) -> None:
         with self._lock:
             self._last_write = time.monotonic()
-            for message in self.records.drain():
+            for message in self.engine.drain():
                 self._builder.accept(message)
             trace = self._builder.build(
                 duration_s=time.monotonic() - self._started, returncode=0, outcome=None

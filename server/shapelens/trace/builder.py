@@ -23,7 +23,7 @@ from shapelens.trace.codec import (
     read_number,
     shape_only_of,
 )
-from shapelens.trace.finding_codec import finding_from_json
+from shapelens.trace.finding import finding_from_json
 from shapelens.trace.messages import (
     LineRecord,
     SampledRecord,

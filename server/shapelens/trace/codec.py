@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from shapelens._version import __version__
-from shapelens.trace.finding_codec import finding_from_json, finding_to_json, shape_of
+from shapelens.trace.finding import finding_from_json, finding_to_json, shape_of
 from shapelens.trace.messages import json_number, read_numbers
 from shapelens.trace.model import (
     CellSource,

@@ -17,6 +17,9 @@ from shapelens.trace.model import (
     TracedVar,
 )
 
+KINDS = ("rank_divergence", "rank_exception")
+"""The finding kinds a merge makes (the engine's rules make the others)."""
+
 _SEVERITY: dict[RunStatus, int] = {
     "ok": 0, "running": 0, "exit": 1, "timeout": 2, "exception": 3, "crashed": 4,
 }  # fmt: skip

@@ -22,7 +22,7 @@ older ShapeLens wrote), :func:`field_reader` reads a few of its fields in place.
 
 Aggregates are re-sent whole when they change, so losing the tail of the stream to a crash
 loses at most the last flush interval. The child (``runner/child.py``) and its records
-(``engine/run_records.py``) write them with the constructors below; the parent's
+(``engine/recording/run_records.py``) write them with the constructors below; the parent's
 :class:`~shapelens.trace.builder.TraceBuilder` reads them by the same kinds. Here, in the
 trace package, because both the engine and the trace builder need the names and the engine
 must not import the runner. Standard library only: the child imports it.

@@ -9,9 +9,37 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+# The finding records are defined once, in trace/finding.py (the child imports them there).
+from shapelens.trace.finding import (
+    CauseStep as CauseStep,
+)
+from shapelens.trace.finding import (
+    Facts as Facts,
+)
+from shapelens.trace.finding import (
+    Finding as Finding,
+)
+from shapelens.trace.finding import (
+    FindingKind as FindingKind,
+)
+from shapelens.trace.finding import (
+    MemoryFacts as MemoryFacts,
+)
+from shapelens.trace.finding import (
+    ModuleFacts as ModuleFacts,
+)
+from shapelens.trace.finding import (
+    Operand as Operand,
+)
+from shapelens.trace.finding import (
+    RelatedLocation as RelatedLocation,
+)
+from shapelens.trace.finding import (
+    Severity as Severity,
+)
+
 # "running" only marks live snapshots handed to an editor during a run; never written.
 RunStatus = Literal["ok", "exception", "exit", "timeout", "crashed", "shape_only_stop", "running"]
-Severity = Literal["error", "warning", "info"]
 CompileMode = Literal["eager", "compiled"]
 
 
@@ -128,127 +156,6 @@ class ModuleCost:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RelatedLocation:
-    """A location named by a finding of a ``shapelens.trace/1`` file (kept by the migration)."""
-
-    file: str
-    line: int
-    message: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class Facts:
-    """A value's metadata at one step of a cause chain (``rank``: a distributed run's)."""
-
-    shape: tuple[int, ...] | None
-    dtype: str | None
-    device: str | None
-    rank: int | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class CauseStep:
-    """One user line in a finding's cause chain: ``op`` made ``subject``'s value ``after``
-    out of one that was ``before`` (None: made from no tensor seen). A distributed run's
-    divergence lists instead the consequence's value on each rank (``ranks``)."""
-
-    file: str
-    line: int
-    expression: str | None
-    subject: str
-    op: str | None = None
-    before: Facts | None = None
-    after: Facts | None = None
-    ranks: tuple[Facts, ...] = ()
-
-
-@dataclass(frozen=True, kw_only=True)
-class ModuleFacts:
-    """An ``nn.Module`` operand: what it expects of its input and where it was declared."""
-
-    cls: str
-    """Class name (``Linear``)."""
-    expects: tuple[tuple[str, int], ...] = ()
-    """Its input expectation (``in_features``, ``in_channels``, ``num_embeddings``)."""
-    file: str | None = None
-    line: int | None = None
-    """The line that declared it (``self.fc = nn.Linear(96, 10)``)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Operand:
-    """One value a finding is about, as it was when the finding was made."""
-
-    name: str
-    """The variable name, or the expression's text (``fc(x)``, ``y.squeeze(1)``)."""
-    shape: tuple[int, ...] | None = None
-    dtype: str | None = None
-    device: str | None = None
-    requires_grad: bool | None = None
-    file: str | None = None
-    line: int | None = None
-    """Where the value was born: the first line that bound this very object."""
-    born_as: str | None = None
-    """The name it was born under, when it differs from ``name``."""
-    passed_in: bool = False
-    """It was first seen as a function argument (born in code we do not trace)."""
-    odd: bool = False
-    """The operand that disagrees with the others (mismatch findings)."""
-    rank: int | None = None
-    """The rank whose value this is (``rank_divergence``)."""
-    module: ModuleFacts | None = None
-
-
-FindingKind = str
-"""``broadcast``, ``nonfinite``, ``device_mismatch``, ``dtype_mismatch``, ``rank_divergence``,
-``rank_exception``; docs/findings.md lists them all."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Finding:
-    """A likely bug pointed at a line, as data; ``shapelens.present`` renders it."""
-
-    kind: FindingKind
-    severity: Severity
-    file: str
-    line: int
-    expression: str | None = None
-    """The source text the finding is about (``(y - pred) ** 2``)."""
-    operands: tuple[Operand, ...] = ()
-    operator: str | None = None
-    """broadcast: the elementwise operator (``-``)."""
-    result_shape: tuple[int, ...] | None = None
-    """broadcast: the shape the operands broadcast to."""
-    state: str | None = None
-    """nonfinite: ``NaN`` or ``Inf``."""
-    hit: int | None = None
-    """nonfinite: the hit of the line on which it was first seen."""
-    error: str | None = None
-    """The error (or warning) torch raised, first line."""
-    expected: str | None = None
-    """mismatch: the device or dtype the other operands agree on."""
-    rank: int | None = None
-    """Distributed runs: the rank this finding comes from."""
-    op: str | None = None
-    """The torch call that raised (``torch.dot``, ```self.fc` (Linear)``); degenerate_op:
-    the call that did nothing useful (``F.log_softmax``)."""
-    advice: str | None = None
-    """What would make the failed call run (found by calling it again on meta tensors);
-    degenerate_op: why the call does nothing useful, and what to write instead."""
-    chain: tuple[CauseStep, ...] = ()
-    """The user lines that made the failing value what it was, earliest first."""
-    memory: MemoryFacts | None = None
-    """out_of_memory: what was live where the budget ran out."""
-    rewrite: str | None = None
-    """shape_comment: the shape as it ran, written with the comment's own names
-    (``(B, nh, T, T)``): what "Update shape comment" writes."""
-    note: str | None = None
-    """A finding read from a ``shapelens.trace/1`` file: its message, as written then."""
-    related: tuple[RelatedLocation, ...] = ()
-    """A finding read from a ``shapelens.trace/1`` file: its related locations."""
-
-
-@dataclass(frozen=True, kw_only=True)
 class ExceptionInfo:
     """The exception that ended the run, located at its innermost line of user code."""
 
@@ -324,16 +231,6 @@ class MemoryReport:
 
     def line_cost(self, file: str, line: int) -> LineCost | None:
         return next((c for c in self.lines if c.file == file and c.line == line), None)
-
-
-@dataclass(frozen=True, kw_only=True)
-class MemoryFacts:
-    """out_of_memory: the device's live bytes past its budget, by category."""
-
-    device: str
-    live_bytes: int
-    budget_bytes: int
-    breakdown: tuple[tuple[str, int], ...]
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shapelens.engine import torch_compat, values
+from shapelens.engine.recording import values
+from shapelens.engine.torch_support import torch_compat
 
 _MAX_TENSORS = 6
 """Operands tried one at a time with another dtype (the first ones)."""

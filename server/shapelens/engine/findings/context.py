@@ -7,15 +7,20 @@ from __future__ import annotations
 import ast
 import builtins
 from collections.abc import Callable
+from dataclasses import replace
 from types import FrameType
 from typing import Any
 
-from shapelens.engine import torch_compat, values
-from shapelens.engine.code_info import CodeInfo
-from shapelens.engine.findings.finding import Operand
-from shapelens.engine.run_records import VarStats
-from shapelens.engine.scope import UserCodeScope
-from shapelens.engine.source_map import SourceMaps
+from shapelens.engine.findings.nonfinite_scan import NonfiniteScan
+from shapelens.engine.findings.provenance import Provenance
+from shapelens.engine.recording import values
+from shapelens.engine.recording.code_info import CodeInfo
+from shapelens.engine.recording.run_records import VarStats
+from shapelens.engine.recording.scope import UserCodeScope
+from shapelens.engine.source.source_map import SourceMaps
+from shapelens.engine.torch_support import torch_compat
+from shapelens.settings.groups import FindingsConfig
+from shapelens.trace.finding import Operand
 
 _MISSING = object()
 MAX_INPUTS = 6
@@ -24,15 +29,28 @@ MAX_INPUTS = 6
 Resolve = Callable[[tuple[str, ...]], Any]
 """``("self", "fc")`` → the value ``self.fc`` holds in a frame, or None."""
 OriginOf = Callable[[Any], "VarStats | None"]
+DEFAULT_MAX_ELEMENTS = FindingsConfig().nonfinite_max_elements
 
 
 class RunFacts:
-    """Where values were born (the run's records) and the program's sources."""
+    """What the rules of one run share: where values were born (the run's records), where
+    results of torch calls came from (``provenance``), the program's sources, which code is
+    the user's, and the bounded NaN/Inf scan of the findings settings."""
 
-    def __init__(self, origin_of: OriginOf, sources: SourceMaps, scope: UserCodeScope) -> None:
+    def __init__(
+        self,
+        origin_of: OriginOf,
+        sources: SourceMaps,
+        scope: UserCodeScope,
+        *,
+        provenance: Provenance | None = None,
+        scan: NonfiniteScan | None = None,
+    ) -> None:
         self.origin_of = origin_of
         self.sources = sources
         self.scope = scope
+        self.provenance = provenance or Provenance()
+        self.scan = scan or NonfiniteScan(DEFAULT_MAX_ELEMENTS, on_gpu=False)
 
     def operand(self, name: str, value: Any, shape: tuple[int, ...] | None) -> Operand:
         """``value`` as a finding's operand: its metadata and where it was born."""
@@ -42,17 +60,14 @@ class RunFacts:
             requires_grad = getattr(value, "requires_grad", None)
         except Exception:
             return Operand(name=name, shape=shape)
+        operand = Operand(
+            name=name, shape=shape, dtype=dtype, device=device, requires_grad=requires_grad
+        )
         origin = self.origin_of(value) if shape_of(value) not in (None, ()) else None
         if origin is None:
-            return Operand(
-                name=name, shape=shape, dtype=dtype, device=device, requires_grad=requires_grad
-            )
-        return Operand(
-            name=name,
-            shape=shape,
-            dtype=dtype,
-            device=device,
-            requires_grad=requires_grad,
+            return operand
+        return replace(
+            operand,
             file=origin.file,
             line=origin.line,
             passed_in=origin.is_argument,

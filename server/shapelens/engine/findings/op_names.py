@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from typing import Any
 
-from shapelens.engine import torch_compat
+from shapelens.engine.torch_support import torch_compat
 
 OPERATOR_OF = {
     "matmul": ast.MatMult, "__matmul__": ast.MatMult, "__rmatmul__": ast.MatMult,

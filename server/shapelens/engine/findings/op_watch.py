@@ -20,10 +20,10 @@ from collections.abc import Callable
 from types import CodeType, FrameType, TracebackType
 from typing import Any, NamedTuple
 
-from shapelens.engine import torch_compat
 from shapelens.engine.findings.call_trials import Verdict, judge
-from shapelens.engine.findings.elementwise import OPERATOR_NAMES
 from shapelens.engine.findings.op_names import op_label
+from shapelens.engine.source.elementwise import OPERATOR_NAMES
+from shapelens.engine.torch_support import torch_compat
 
 # torch function name → (operator as written, operands reversed)
 _OPS: dict[str, tuple[str, bool]] = {}

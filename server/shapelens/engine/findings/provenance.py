@@ -17,8 +17,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from shapelens.engine import values
-from shapelens.engine.findings.finding import CauseStep, Facts
+from shapelens.engine.recording import values
+from shapelens.trace.finding import CauseStep, Facts
 
 CAPACITY = 4096
 """Results remembered (each a few hundred bytes: shapes and weak references)."""

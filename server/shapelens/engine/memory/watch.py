@@ -20,10 +20,11 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from shapelens.engine import torch_compat, values
-from shapelens.engine.findings import call_trials, nonfinite
+from shapelens.engine.findings import call_trials, nonfinite_scan
 from shapelens.engine.memory.ledger import MemoryLedger, Running, Where
-from shapelens.engine.scope import UserCodeScope
+from shapelens.engine.recording import values
+from shapelens.engine.recording.scope import UserCodeScope
+from shapelens.engine.torch_support import torch_compat
 
 
 class MemoryWatch:
@@ -354,7 +355,7 @@ def _gpu_first(device: str) -> tuple[bool, str]:
 
 
 _OWN = "own"
-_OWN_WORK = frozenset(module.__file__ for module in (call_trials, nonfinite))
+_OWN_WORK = frozenset(module.__file__ for module in (call_trials, nonfinite_scan))
 """ShapeLens's modules that run ops of their own on the program's tensors."""
 
 _PROBE_BYTES = 2**28

@@ -1,0 +1,283 @@
+"""The ``sys.settrace`` backend, chained to any tracer already installed (debugpy, coverage).
+
+For each frame of user code its local tracer keeps the statement that is running and
+reports to the :class:`~shapelens.engine.recording.statement_recorder.StatementRecorder`
+when the frame moves to another statement, returns or yields, or sees an exception; the
+recording is done there.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from types import CodeType, FrameType
+from typing import Any
+
+from shapelens.engine.backends.library_gate import Gate, GateType
+from shapelens.engine.backends.untraced_imports import UntracedImports
+from shapelens.engine.modules.tree import OnRearm, OnReturn
+from shapelens.engine.recording.statement_recorder import NO_STATEMENT, CodeInfo, StatementRecorder
+
+TraceFunction = Callable[[FrameType, str, Any], Any]
+GlobalTrace = Callable[[FrameType, str, Any], TraceFunction | None]
+
+_MISSING = object()
+
+
+class Tracer:
+    """Drives a :class:`StatementRecorder` recorder from ``sys.settrace`` events.
+
+    ``gate``: the C gate's type where the backend's choice says to use it
+    (:func:`~shapelens.engine.backends.choice.choose_backend`); it is used when nothing traced
+    before ``start()`` (a debugger's tracer is chained to instead)."""
+
+    def __init__(self, events: StatementRecorder, *, gate: GateType | None) -> None:
+        self.events = events
+        self._gate_type = gate
+        self._codes = events.codes
+        self._previous: Any = None
+        self._previous_threading: Any = None
+        self._installed: TraceFunction | None = None
+        self._gate: Gate | None = None
+        """Installed instead of ``_installed`` in the tracing thread when nothing traced
+        before us: tracing off while library code runs (see library_gate)."""
+        self._watched: CodeType | None = None
+        self._watched_tracer: TraceFunction | None = None
+        self._watch_paused = False
+        self._call_check: Callable[[Any, Any], bool] | None = None
+        self._imports = UntracedImports(
+            lambda path: events.scope.user_file(path) is not None, self._uninstall, self._resume
+        )
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start(self) -> None:
+        self._previous = sys.gettrace()
+        self._previous_threading = threading.gettrace()
+        ours = self._global_function()
+        installed = ours if self._previous is None else self._chained(self._previous, ours)
+        self._installed = installed
+        if self._previous is None and self._gate_type is not None:
+            self._gate = self._gate_type(self._codes, ours)
+            if self._watched is not None:
+                self._gate.watch(self._watched)
+                self._gate.pause_watch(self._watch_paused)
+        threading.settrace(installed)  # other threads: sys.settrace, as before
+        self._install()
+        self.events.start_listening()
+        self._imports.install()
+
+    def _install(self) -> None:
+        if self._gate is not None:
+            self._gate.install()
+        else:
+            _settrace(self._installed)
+
+    def _uninstall(self) -> None:
+        if self._gate is not None:
+            self._gate.uninstall()
+        _settrace(self._previous)  # a chained tracer (debugpy) keeps tracing
+
+    def _uninstall_for_good(self) -> None:
+        self._uninstall()
+        if self._gate is not None:
+            self._gate.remove()
+            self._gate = None
+
+    def _resume(self) -> None:
+        if self._installed is not None:  # not after forked()
+            self._install()
+
+    def forked(self) -> None:
+        """In a forked child of user code: tracing is off there for good (an import must not
+        resume it), and the import function is the original again."""
+        self._installed = None
+        self._imports.remove()
+        self._uninstall_for_good()
+        _settrace(None)
+        threading.settrace(None)
+
+    def stop(self) -> None:
+        """Restore the tracers that were there before, and detach from running frames."""
+        self._imports.remove()
+        self.events.stop_listening()
+        self._uninstall_for_good()
+        threading.settrace(self._previous_threading)
+        frame: FrameType | None = sys._getframe()
+        while frame is not None:
+            trace = frame.f_trace
+            if trace is not None and getattr(trace, "__qualname__", "").startswith("Tracer."):
+                frame.f_trace = None
+            frame = frame.f_back
+
+    def __enter__(self) -> Tracer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def watch_returns(self, code: CodeType, on_return: OnReturn, on_rearm: OnRearm) -> None:
+        """``on_return(frame, value)`` when a frame of ``code`` (library code) returns; not
+        when it ends by an exception. Its lines stay untraced. (``on_rearm`` is never
+        called: this backend never switches lines off.)"""
+        self.events.info_for(code)  # known as not ours: the call event's first lookup hits
+
+        def returns_only(frame: FrameType, event: str, arg: Any) -> TraceFunction | None:
+            if event == "return":
+                on_return(frame, arg)
+            elif event == "exception":
+                return _ignore  # it unwinds: its "return" event carries no value
+            return returns_only
+
+        self._watched_tracer = returns_only
+        self._watched = code
+        if self._gate is not None:
+            self._gate.watch(code)
+
+    def check_calls(self, check: Callable[[Any, Any], bool]) -> None:
+        """While returns are paused, ``check(module, first_argument)`` at the call event of
+        each call of the watched code (``Module.__call__``) that user code makes, before it
+        runs (calls inside torch, a ``Sequential``'s children, go unchecked, as under
+        sys.monitoring): the trampoline has built that frame's three locals already, so
+        this costs far less than watching the call's return."""
+        self._call_check = check
+
+    def pause_returns(self) -> bool:
+        """Stop watching returns: a watched call's frame gets no local tracer."""
+        if self._call_check is None:
+            return False  # nothing would wake the watcher before a new shape went by
+        self._watch_paused = True
+        if self._gate is not None:
+            self._gate.pause_watch(True)
+        return True
+
+    def resume_returns(self) -> None:
+        self._watch_paused = False
+        if self._gate is not None:
+            self._gate.pause_watch(False)
+
+    # -- global trace functions ----------------------------------------------------------
+    def _global_function(self) -> GlobalTrace:
+        """The global trace function: called on every call event of the program (~100 per
+        training step in torch's code alone), so a closure over what it reads."""
+        codes_get = self._codes.get
+        info_for = self.events.info_for
+        enter = self._enter
+        missing = _MISSING
+        tracer = self
+
+        def trace(frame: FrameType, event: str, arg: Any) -> TraceFunction | None:
+            code = frame.f_code
+            info = codes_get(id(code), missing)
+            if info is None:
+                if code is tracer._watched:
+                    if tracer._watch_paused:
+                        caller = frame.f_back  # user code calls a module: as on 3.12+
+                        if caller is not None and codes_get(id(caller.f_code)) is not None:
+                            tracer._check_call(frame)  # may resume the watch for this call
+                        if tracer._watch_paused:
+                            return None
+                    frame.f_trace_lines = False
+                    return tracer._watched_tracer
+                return None
+            if info is missing:
+                info = info_for(code)
+                if info is None:
+                    return None
+            return enter(frame, info)  # type: ignore[arg-type]
+
+        return trace
+
+    def _check_call(self, frame: FrameType) -> None:
+        check = self._call_check
+        if check is None:
+            return
+        local = frame.f_locals
+        args = local.get("args")
+        check(local.get("self"), args[0] if type(args) is tuple and args else None)
+
+    def _chained(self, previous: TraceFunction, ours: GlobalTrace) -> TraceFunction:
+        """Call the previous tracer (debugpy, coverage) and ours, keeping both local tracers."""
+
+        def chained(frame: FrameType, event: str, arg: Any) -> TraceFunction | None:
+            theirs = previous(frame, event, arg)
+            lines = frame.f_trace_lines
+            mine = ours(frame, event, arg)
+            if mine is None:
+                return theirs  # type: ignore[no-any-return]
+            if theirs is None:
+                return mine
+            frame.f_trace_lines = lines  # a watched frame: their tracer may want its lines
+            return _both(theirs, mine)
+
+        return chained
+
+    def local_tracer(self, frame: FrameType, *, record_arguments: bool) -> TraceFunction | None:
+        """A local tracer for a frame another tracer chose (snoop's targets), bypassing the
+        scope; ``record_arguments`` is false for frames entered mid-way (``with`` blocks)."""
+        info = self.events.info_unscoped(frame.f_code)
+        if info is None:
+            return None
+        return self._enter(frame, info, record_arguments=record_arguments)
+
+    # -- per-frame local tracer --------------------------------------------------------
+    def _enter(
+        self, frame: FrameType, info: CodeInfo, record_arguments: bool = True
+    ) -> TraceFunction:
+        events = self.events
+        statement_of = info.statement_of
+        started = events.statement_started
+        if info.is_generator and frame.f_lineno != frame.f_code.co_firstlineno:
+            previous = statement_of.get(frame.f_lineno, frame.f_lineno)  # resumed after a yield
+        else:
+            previous = NO_STATEMENT
+            if record_arguments:
+                events.enter_call(frame, info)
+
+        def local(frame: FrameType, event: str, arg: Any) -> TraceFunction:
+            nonlocal previous
+            if event == "line":
+                line = frame.f_lineno
+                statement = statement_of.get(line, line)
+                if statement != previous:
+                    started(frame, info, previous, statement)
+                    previous = statement
+            elif event == "return":
+                yielded = info.is_generator and frame.f_lasti in info.yield_offsets
+                events.frame_returned(frame, info, previous, arg, yielded=yielded)
+                previous = NO_STATEMENT
+            elif event == "exception":
+                previous = NO_STATEMENT
+                exc = arg[1] if isinstance(arg, tuple) and len(arg) > 2 else None
+                # the traceback as it is now (exc.__traceback__ lags behind it on 3.11)
+                events.exception_raised(frame, info, exc, arg[2] if exc is not None else None)
+            return local
+
+        return local
+
+
+def _settrace(function: Any) -> None:
+    """``sys.settrace``; under debugpy, its original (pydevd wraps sys.settrace to warn
+    "should not be used", but we chain to pydevd's tracer and restore it, as it asks)."""
+    holder = getattr(sys.modules.get("pydevd_tracing"), "TracingFunctionHolder", None)
+    original = getattr(holder, "_original_tracing", None)
+    (original if callable(original) else sys.settrace)(function)
+
+
+def _ignore(frame: FrameType, event: str, arg: Any) -> TraceFunction:
+    return _ignore
+
+
+def _both(first: TraceFunction, second: TraceFunction) -> TraceFunction:
+    theirs: TraceFunction | None = first
+    mine = second
+
+    def both(frame: FrameType, event: str, arg: Any) -> TraceFunction:
+        nonlocal theirs, mine
+        if theirs is not None:
+            theirs = theirs(frame, event, arg)
+        mine = mine(frame, event, arg)
+        return both
+
+    return both

@@ -1,0 +1,30 @@
+"""``device_mismatch``, ``dtype_mismatch``, ``shape_mismatch``, ``op_error``: a torch call
+that raised on a user's line, explained. From the call itself when the op watch saw it
+(:mod:`.failed_call`: each operand as passed); else from the values the failing statement
+names (:mod:`.mismatch`). The engine reports them only if the run ends with the error.
+"""
+
+from __future__ import annotations
+
+from shapelens.engine.findings.context import RunFacts
+from shapelens.engine.findings.events import CallFailed, Raised
+from shapelens.engine.findings.rule import Rule
+from shapelens.engine.findings.rules.failed_call import ExplainByCall
+from shapelens.engine.findings.rules.mismatch import ExplainByNames
+from shapelens.trace.finding import Finding
+
+
+class ErrorRule(Rule[CallFailed | Raised]):
+    kinds = ("device_mismatch", "dtype_mismatch", "shape_mismatch", "op_error")
+    events = (CallFailed, Raised)
+    setting = "mismatch"
+
+    def __init__(self, facts: RunFacts) -> None:
+        super().__init__(facts)
+        self._by_names = ExplainByNames(facts)
+        self._by_call = ExplainByCall(facts, self._by_names)
+
+    def observe(self, seen: CallFailed | Raised, /) -> list[Finding]:
+        if isinstance(seen, CallFailed):
+            return self._by_call.explain(seen)
+        return self._by_names.explain(seen)

@@ -1,0 +1,377 @@
+"""A torch call that raised on a user's line, explained from the call itself.
+
+The op watch (``findings/op_watch.py``) keeps the call that raised with its real operands,
+and the module calls it was made in; :mod:`~shapelens.engine.findings.call_trials` tells
+from meta copies of those operands what was wrong with them. The finding names the op
+(``torch.dot``, ``Tensor.mean``, ``F.cross_entropy``, ```self.emb` (Embedding)``) and each
+tensor as it was passed: its source text at the call (``targets.view(-1, 1)``), shape,
+dtype, device and the line where it was born. torch's message is shown, never read.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from dataclasses import replace
+from typing import Any
+
+from shapelens.engine.findings.call_trials import Verdict, tensors_of
+from shapelens.engine.findings.context import Named, RunFacts, load_paths, resolver
+from shapelens.engine.findings.events import CallFailed
+from shapelens.engine.findings.op_names import OPERATOR_OF, name_of, op_label
+from shapelens.engine.findings.op_watch import FailedCall
+from shapelens.engine.findings.provenance import Changed
+from shapelens.engine.findings.rules.mismatch import (
+    DeclaredAt,
+    ExplainByNames,
+    explain,
+    fails_next,
+    operand_of,
+)
+from shapelens.engine.recording import values
+from shapelens.engine.source.source_map import SourceMaps
+from shapelens.trace.finding import CauseStep, Finding, Operand
+
+_ATTRIBUTE = {"dtype_mismatch": "dtype", "device_mismatch": "device"}
+"""What a chain follows for a finding's kind (the shape otherwise)."""
+MAX_CHAIN = 10
+_FLOATS = ("float", "bfloat", "half", "double", "complex")
+_ADVICE = {
+    ("dot", "shape_mismatch"): "torch.dot takes two 1-D tensors; use `@` or `torch.matmul`",
+    ("mv", "shape_mismatch"): "torch.mv takes a matrix and a 1-D vector",
+    ("view", "shape_mismatch"): "`.view` needs compatible strides; `.reshape` copies if needed",
+}
+"""A sentence for calls whose fix is well known: never needed for the finding to exist."""
+
+
+class ExplainByCall:
+    """``shape_mismatch``, ``dtype_mismatch``, ``device_mismatch``, ``op_error``: a failing
+    torch call's operands, as passed, and what was wrong with them."""
+
+    def __init__(self, facts: RunFacts, declarations: ExplainByNames) -> None:
+        self.facts = facts
+        self._declarations = declarations
+        self._provenance = facts.provenance
+
+    def explain(self, seen: CallFailed) -> list[Finding]:
+        try:
+            return self._explain(seen)
+        except Exception:
+            return []
+
+    def _explain(self, seen: CallFailed) -> list[Finding]:
+        failed, info = seen.failed, seen.info
+        verdict = failed.verdict
+        statement = info.source.statements.get(seen.line)
+        resolve = resolver(failed.frame)
+        declared_at = self._declarations.declarations(info, resolve)
+        call = _user_call(statement, failed, resolve) if statement is not None else None
+        named, op = _passed(failed, call, info.source.lines, resolve)
+        odd_values = _odd_values(failed, verdict)
+        shown: list[Operand] = []
+        for operand in named:
+            odd = id(operand.value) in odd_values
+            shown.append(
+                operand_of(operand, self.facts.origin_of, odd=odd, declared_at=declared_at)
+            )
+        shown[:0] = _inner_module(failed, named, declared_at, self.facts)
+        text = str(failed.exc).strip()
+        finding = Finding(
+            kind=verdict.kind,
+            severity="error",
+            file=info.file,
+            line=seen.line,
+            expression=info.source.statement_text(seen.line) or None,
+            operands=tuple(sorted(shown, key=lambda o: not o.odd)),
+            error=text.splitlines()[0] if text else type(failed.exc).__name__,
+            expected=verdict.expected,
+            op=op,
+            advice=_advice(failed, verdict),
+        )
+        if verdict.kind in ("device_mismatch", "dtype_mismatch") and verdict.odd is None:
+            relevant = named
+            if verdict.kind == "dtype_mismatch":  # integer indices beside floats are normal
+                relevant = [n for n in named if n.is_module or str(n.dtype).startswith(_FLOATS)]
+            by_majority = explain(
+                verdict.kind, relevant, self.facts.origin_of, info.file, seen.line,
+                finding.error or "", declared_at=declared_at,
+            )  # fmt: skip
+            if by_majority is not None:
+                finding = replace(
+                    finding, operands=by_majority.operands, expected=by_majority.expected
+                )
+        finding = replace(
+            finding,
+            operands=tuple(self._born(o, n) for o, n in _by_name(finding.operands, named)),
+            chain=self._chain(finding, named),
+        )
+        found = [finding]
+        if verdict.kind in ("device_mismatch", "dtype_mismatch"):
+            extra = fails_next(
+                verdict.kind, named, self.facts.origin_of, info.file, seen.line,
+                finding.expression,
+            )  # fmt: skip
+            if extra is not None:
+                found.append(extra)
+        return found
+
+    def _born(self, operand: Operand, named: Named | None) -> Operand:
+        """An operand no name holds (``targets.view(-1, 1)``) was born where a watched call
+        made it."""
+        if operand.line is not None or named is None or named.is_module:
+            return operand
+        made = self._provenance.made(named.value)
+        return operand if made is None else replace(operand, file=made.file, line=made.line)
+
+    def _chain(self, finding: Finding, named: list[Named]) -> tuple[CauseStep, ...]:
+        """The lines that changed what failed, for the odd operands (else every tensor)."""
+        odd = {o.name for o in finding.operands if o.odd}
+        followed = [n for n in named if not n.is_module and (not odd or n.label in odd)]
+        changed = _what_failed(finding.kind, [n.shape for n in followed])
+        steps: list[CauseStep] = []
+        born = {(o.name, o.file, o.line) for o in finding.operands}
+        shown: set[tuple[str, int, str | None, Any, Any]] = set()
+        for operand in followed:  # a step two operands share (their common path) once
+            chain = self._provenance.chain(operand.value, operand.label, changed, self._bound_at)
+            for step in chain:
+                key = (step.file, step.line, step.op, step.before, step.after)
+                if step.before is None and (operand.label, step.file, step.line) in born:
+                    continue  # its birth: shown with the operand already
+                if key not in shown:
+                    shown.add(key)
+                    steps.append(step)
+        return tuple(steps[:MAX_CHAIN])
+
+    def _bound_at(self, value: Any) -> tuple[str, int, str | None] | None:
+        origin = self.facts.origin_of(value)
+        if origin is None:
+            return None
+        return (
+            origin.file,
+            origin.line,
+            self.facts.sources.get(origin.file).statement_text(origin.line),
+        )
+
+
+def _what_failed(kind: str, shapes: list[Any]) -> Changed:
+    """Which steps a chain keeps: those that changed the dtype (device) for a dtype (device)
+    error; for shapes that differ in some dims, those that changed one of those dims (counted
+    from the right for shapes of one rank, as broadcasting does; from the left, the batch
+    first, for shapes of different ranks: logits (N, C) and targets (N,)); for shapes of
+    different ranks that agree where both have dims, those that changed the rank; else
+    every step that changed the shape."""
+    if kind in _ATTRIBUTE:
+        field = 1 if kind == "dtype_mismatch" else 2
+        return lambda before, after: before is None or before[field] != after[field]
+    known = [tuple(shape) for shape in shapes if shape is not None]
+    if len(known) < 2:
+        return lambda before, after: before is None or before[0] != after[0]
+    ranks = {len(shape) for shape in known}
+    if len(ranks) == 1:
+        dims = [-d for d in range(1, min(ranks) + 1) if len({s[-d] for s in known}) > 1]
+    else:
+        dims = [d for d in range(min(ranks)) if len({s[d] for s in known}) > 1]
+    if not dims and len(ranks) > 1:
+        return lambda before, after: before is None or _rank(before[0]) != _rank(after[0])
+    if not dims:
+        return lambda before, after: before is None or before[0] != after[0]
+    return lambda before, after: (
+        before is None or any(_size(before[0], d) != _size(after[0], d) for d in dims)
+    )
+
+
+def _rank(shape: tuple[int, ...] | None) -> int | None:
+    return None if shape is None else len(shape)
+
+
+def _size(shape: tuple[int, ...] | None, dim: int) -> int | None:
+    """``shape[dim]`` (negative: from the right), None where it has no such dim."""
+    if shape is None or (dim >= len(shape) if dim >= 0 else -dim > len(shape)):
+        return None
+    return shape[dim]
+
+
+def _by_name(
+    operands: tuple[Operand, ...], named: list[Named]
+) -> list[tuple[Operand, Named | None]]:
+    by_label = {n.label: n for n in named}
+    return [(o, by_label.get(o.name)) for o in operands]
+
+
+def _user_call(statement: ast.AST, failed: FailedCall, resolve: Any) -> ast.AST | None:
+    """The node of the statement that made the failed call: the module the user called,
+    else the call or operator of the failed function's name."""
+    if failed.modules:
+        outer = failed.modules[-1][0]
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Call):
+                paths = load_paths(node.func)  # the whole dotted name first
+                if paths and resolve(paths[0]) is outer:
+                    return node
+        return None
+    name = name_of(failed.func).removeprefix("__r").removeprefix("__").removesuffix("__")
+    operator = OPERATOR_OF.get(name_of(failed.func))
+    for node in ast.walk(statement):
+        if operator is not None and isinstance(node, ast.BinOp) and isinstance(node.op, operator):
+            return node
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if called == name:
+                return node
+    return None
+
+
+def _passed(
+    failed: FailedCall, call: ast.AST | None, lines: tuple[str, ...], resolve: Any
+) -> tuple[list[Named], str]:
+    """The tensors (and module) the user passed, labelled with their text at the call, and
+    the op's label."""
+    source = "".join(lines)
+
+    def text(node: ast.AST) -> str:
+        return " ".join((ast.get_source_segment(source, node) or "?").split())
+
+    if failed.modules:
+        module, arguments = failed.modules[-1]
+        given: list[ast.expr] = list(call.args) if isinstance(call, ast.Call) else []
+        label = text(call.func) if isinstance(call, ast.Call) else type(module).__name__
+        found = [_named(label, module, module=True)]
+        for index, value in enumerate(arguments):
+            node = given[index] if index < len(given) else None
+            written = text(node) if node is not None else f"argument {index + 1}"
+            paths = load_paths(node) if node is not None else []
+            if paths and ".".join(paths[0]) == written:
+                value = resolve(paths[0])  # as passed: a container's forward rebinds its input
+            elif len(failed.modules) > 1:
+                continue  # what a Sequential's forward holds now is not what it was given
+            found.append(_named(written, value))
+        return [n for n in found if n is not None], f"`{label}` ({type(module).__name__})"
+    texts = _argument_texts(failed, call, text)
+    tensors = tensors_of(sys.modules["torch"], failed.args, failed.kwargs)
+    found = []
+    for index, value in enumerate(tensors):
+        name = texts.get(id(value)) or f"argument {index + 1}"
+        found.append(_named(name, value))
+    return [n for n in found if n is not None], op_label(failed.func)
+
+
+def _argument_texts(failed: FailedCall, call: ast.AST | None, text: Any) -> dict[int, str]:
+    """Tensor operand (by id, or by its index among the tensors) → its text at the call."""
+    nodes: list[ast.expr] = []
+    if isinstance(call, ast.BinOp):
+        nodes = [call.left, call.right]
+        if name_of(failed.func).startswith("__r"):
+            nodes.reverse()
+    elif isinstance(call, ast.Call):
+        receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+        method = "Tensor" in str(getattr(failed.func, "__qualname__", ""))
+        nodes = ([receiver] if method and receiver is not None else []) + list(call.args)
+    out: dict[int, str] = {}
+    for value, node in zip(failed.args, nodes, strict=False):
+        if isinstance(node, (ast.List, ast.Tuple)) and isinstance(value, (list, tuple)):
+            for item, element in zip(value, node.elts, strict=False):
+                out[id(item)] = text(element)
+        else:
+            out[id(value)] = text(node)
+    if isinstance(call, ast.Call):
+        for keyword in call.keywords:
+            value = failed.kwargs.get(keyword.arg or "")
+            if value is not None:
+                out[id(value)] = text(keyword.value)
+    return out
+
+
+def _named(label: str, value: Any, *, module: bool = False) -> Named | None:
+    try:
+        if module:
+            first = next(iter(value.parameters()), None)
+            if first is None:
+                return None
+            return Named(label, value, None, first.dtype, first.device, True)
+        if values.kind_of(value) != values.TORCH:
+            return None
+        return Named(label, value, tuple(value.shape), value.dtype, value.device, False)
+    except Exception:
+        return None
+
+
+def _odd_values(failed: FailedCall, verdict: Verdict) -> set[int]:
+    """ids of the operands the verdict blames (a parameter stands for its module)."""
+    if verdict.odd is None:
+        return set()
+    tensors = tensors_of(sys.modules["torch"], failed.args, failed.kwargs)
+    if verdict.odd >= len(tensors):
+        return set()
+    odd = tensors[verdict.odd]
+    for module, _ in failed.modules:
+        if any(parameter is odd for parameter in module.parameters()):
+            return {id(module), id(failed.modules[-1][0])}
+    return {id(odd)}
+
+
+def _advice(failed: FailedCall, verdict: Verdict) -> str | None:
+    known = _ADVICE.get((name_of(failed.func), verdict.kind))
+    if known is not None:
+        return known
+    if verdict.on_values:
+        return "it runs on tensors of these shapes, dtypes and devices: their values made it fail"
+    return None
+
+
+def _inner_module(
+    failed: FailedCall, named: list[Named], declared_at: DeclaredAt, facts: RunFacts
+) -> list[Operand]:
+    """The module inside the one the user called that raised (the ``Linear`` in a
+    ``Sequential``), with what it expects and its own line in the declaration, and the
+    input that reached it."""
+    if len(failed.modules) < 2 or not named or not named[0].is_module:
+        return []
+    inner, arguments = failed.modules[0]
+    outer = failed.modules[-1][0]
+    path = next((p for p, m in outer.named_modules() if m is inner), None)
+    inner_named = (
+        _named(named[0].label + _attribute_path(path), inner, module=True) if path else None
+    )
+    if inner_named is None:
+        return []
+    where = declared_at(named[0].label, outer)
+    line = _constructor_line(facts.sources, where, outer, inner) if where else None
+    operand = operand_of(inner_named, lambda _: None, odd=True)
+    if operand.module is not None:
+        module = replace(operand.module, file=where[0] if where and line else None, line=line)
+        operand = replace(operand, module=module)
+    found = [operand]
+    reached = _named(f"{inner_named.label} input", arguments[0]) if arguments else None
+    if reached is not None:
+        found.append(operand_of(reached, facts.origin_of, odd=False))
+    return found
+
+
+def _attribute_path(path: str) -> str:
+    """``layers.0.fc`` → ``.layers[0].fc`` (as the user would index it)."""
+    return "".join(f"[{part}]" if part.isdigit() else f".{part}" for part in path.split("."))
+
+
+def _constructor_line(
+    sources: SourceMaps, where: tuple[str, int], outer: Any, inner: Any
+) -> int | None:
+    """The line of ``inner``'s own ``Cls(...)`` inside the statement that built ``outer``
+    (the n-th ``Linear(`` of ``nn.Sequential(...)`` for the n-th Linear child)."""
+    file, line = where
+    cls = type(inner).__name__
+    statement = sources.get(file).statements.get(line)
+    if statement is None:
+        return None
+    same = [m for m in outer.modules() if type(m).__name__ == cls]
+    index = next((i for i, m in enumerate(same) if m is inner), None)
+    calls = [
+        node
+        for node in ast.walk(statement)
+        if isinstance(node, ast.Call)
+        and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) == cls
+    ]
+    calls.sort(key=lambda node: (node.lineno, node.col_offset))
+    if index is None or index >= len(calls):
+        return None
+    return int(calls[index].lineno)

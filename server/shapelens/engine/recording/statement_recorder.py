@@ -1,0 +1,458 @@
+"""The statement recorder, driven by both tracing backends (``sys.settrace`` in
+:mod:`shapelens.engine.backends.settrace`, ``sys.monitoring`` in
+:mod:`shapelens.engine.backends.monitoring`).
+
+A backend follows each frame of user code and reports what happens to it: a call started
+(:meth:`StatementRecorder.enter_call`), a statement started
+(:meth:`StatementRecorder.statement_started`, called only when the frame moves to another
+statement), the frame returned or yielded (:meth:`StatementRecorder.frame_returned`), an
+exception was raised in it (:meth:`StatementRecorder.exception_raised`). When a statement is
+over, the names it stored are read from the frame and their metadata recorded on its line:
+only stored names are read, so the cost per event does not grow with the number of locals or
+iterations (the reading itself: :mod:`shapelens.engine.recording.reading`). What the rules
+need of the running program is handed on as events (:mod:`shapelens.engine.findings.events`:
+a statement checked, an operator or a call that ran, values that changed, a commented
+statement that ended, a non-finite value read, an exception, a warning) to the rules that
+subscribed to them (:class:`~shapelens.engine.findings.dispatch.Dispatcher`), so both
+backends observe the same things; the recorder records their findings and knows no rule.
+
+Hits are always counted exactly. Reading values (the costly part: the frame's locals and
+each tensor's metadata) is sampled per statement: every hit for its first
+:data:`DENSE_HITS` hits, then every :data:`SAMPLE_GAP`-th hit, and again on every hit for
+:data:`DENSE_HITS` hits after a read saw something new (a shape, dtype, device or type). A
+statement skipped since its last read, whose names no other statement stores, is read once
+more when its frame ends, so a loop's last value (the smaller final batch) is seen.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from types import CodeType, FrameType, TracebackType
+from typing import Any
+
+from shapelens.engine.findings.context import RunFacts
+from shapelens.engine.findings.dispatch import Dispatcher
+from shapelens.engine.findings.events import (
+    CallFailed,
+    CallRan,
+    CommentedStatementEnded,
+    NonfiniteRead,
+    OperatorRan,
+    Raised,
+    StatementChecked,
+    ValuesChanged,
+    Warned,
+)
+from shapelens.engine.findings.op_watch import Called, OpWatch
+from shapelens.engine.findings.warning_listener import WarningListener, warned_from
+from shapelens.engine.recording.code_info import NO_STATEMENT, CodeInfo
+from shapelens.engine.recording.reading import Reader
+from shapelens.engine.recording.run_records import RunRecords, VarStats
+from shapelens.engine.recording.scope import UserCodeScope
+from shapelens.engine.recording.statement_hooks import iteration_hook, statement_hook
+from shapelens.engine.source.source_map import SourceMaps
+from shapelens.trace.finding import Finding, finding_to_json
+
+__all__ = ["NO_STATEMENT", "CodeInfo", "StatementRecorder"]
+
+_MISSING = object()
+
+DENSE_HITS = 64
+"""A statement's values are read on each of its first hits, and after a change, this many."""
+NEWS_WINDOW = 8
+"""Statements of a frame checked after a read in it saw something new."""
+SAMPLE_GAP = 13
+"""Past those, values that stay the same are read every this many hits (a prime: patterns
+of any shorter period, such as alternating shapes, are still all seen)."""
+
+
+class StatementRecorder:
+    """Records per-line tensor metadata of user code into a :class:`RunRecords`, from the
+    frame events a tracing backend reports."""
+
+    def __init__(
+        self,
+        *,
+        scope: UserCodeScope,
+        records: RunRecords,
+        sources: SourceMaps,
+        dispatch: Dispatcher,
+        facts: RunFacts,
+    ) -> None:
+        self.scope = scope
+        self.records = records
+        self.sources = sources
+        self.dispatch = dispatch
+        self.codes: dict[int, CodeInfo | None] = {}
+        """``id(code)`` → what we know about the code object, ``None`` when it is not user
+        code. Read-only for backends, which look codes up here inline on their hottest
+        events. Keyed by id: hashing a code object hashes its bytecode and constants, up to
+        4 µs for a torch function on 3.12; the codes are kept alive, so no id is reused."""
+        self._seen_codes: list[CodeType] = []
+        self.op_watch = OpWatch(self._on_op, self.known)
+        # What the rules want decides what is watched, once: events nobody wants are never made.
+        self._watch_calls = dispatch.watches("calls")
+        """Whether every checked statement is watched (a failing call explained, its calls)."""
+        self._watch_operators = dispatch.watches("operators")
+        """Whether the elementwise operators of checked statements are watched."""
+        self._checks = dispatch.wants(StatementChecked)
+        self._calls_ran = dispatch.wants(CallRan)
+        self._comments = dispatch.wants(CommentedStatementEnded)
+        self._changes = dispatch.wants(ValuesChanged)
+        self.provenance = facts.provenance
+        self._texts: dict[tuple[str, int], str] = {}
+        """Statement texts for provenance records, made once per statement."""
+        if self._watch_calls:
+            self.op_watch.on_call = self._on_call
+        self._reader = Reader(records)
+        self._read_names = self._reader.read_names
+        self._scan = facts.scan
+        if dispatch.wants(NonfiniteRead):
+            self._reader.check_value = self._value_read
+        self._last_exception: tuple[int, type] | None = None
+        self._pending_errors: list[tuple[tuple[int, type], list[Finding]]] = []
+        self._warnings = WarningListener(self._on_warning)
+        self._op_statements: dict[int, tuple[CodeInfo, int, dict[str, int]]] = {}
+        """Frames whose statement the op watch follows: (code, statement, ops seen per op)."""
+        self._news_listeners: list[Callable[[], None]] = []
+        self._news_window: dict[int, int] = {}
+        """Frames whose next statements are checked: a read there just saw something new."""
+        self.statement_started = statement_hook(
+            watched=self._op_statements,
+            end_watch=self._end_op_statement,
+            read=self._read,
+            check=self._check_statement,
+            news_window=self._news_window,
+        )
+        self.loop_iterated = iteration_hook(self._read)
+
+    @property
+    def scalars_on_gpu(self) -> bool:
+        """Read 0-dim GPU tensors for their course (each read synchronises the device)."""
+        return self._reader.scalars_on_gpu
+
+    @scalars_on_gpu.setter
+    def scalars_on_gpu(self, on: bool) -> None:
+        self._reader.scalars_on_gpu = on
+
+    # -- code objects ------------------------------------------------------------------
+    def info_for(self, code: CodeType) -> CodeInfo | None:
+        """What we know about ``code``, or ``None`` when it is not user code (cached)."""
+        info = self.codes.get(id(code), _MISSING)
+        if info is _MISSING:
+            info = self._remember(code, self.describe(code))
+        return info  # type: ignore[return-value]
+
+    def _remember(self, code: CodeType, info: CodeInfo | None) -> CodeInfo | None:
+        self._seen_codes.append(code)  # alive as long as its id is a key
+        self.codes[id(code)] = info
+        return info
+
+    def known(self, code: CodeType) -> CodeInfo | None:
+        """Like :meth:`info_for`, without describing new code (for hot global events)."""
+        return self.codes.get(id(code))
+
+    def describe(self, code: CodeType) -> CodeInfo | None:
+        """``code`` analysed, or ``None`` when it is not user code (not cached)."""
+        file = self.scope.user_file(code.co_filename)
+        if file is None or not self.scope.wants_code(code):
+            return None
+        return self._code_info(code, file)
+
+    def info_unscoped(self, code: CodeType) -> CodeInfo | None:
+        """What we know about ``code`` of any file, the scope not consulted (a frame another
+        tracer chose: snoop's targets); ``None`` for code without a file (``<string>``)."""
+        info = self.codes.get(id(code))
+        if info is None:
+            if code.co_filename.startswith("<"):
+                return None
+            info = self._code_info(code, os.path.realpath(code.co_filename))
+            if info is None:
+                return None
+            self._remember(code, info)
+        return info
+
+    def _code_info(self, code: CodeType, file: str) -> CodeInfo | None:
+        try:
+            return CodeInfo(code, file, self.sources.get(file), self.records)
+        except Exception:
+            return None  # code we cannot analyse is left untraced, never an error
+
+    # -- frame events (what a backend reports) -----------------------------------------
+    def enter_call(self, frame: FrameType, info: CodeInfo) -> None:
+        """A fresh call of user code: count the def line, record the arguments."""
+        if self._op_statements:
+            self.op_watch.pause()
+        if info.is_module:
+            return
+        calls = info.hits[info.def_line] = info.hits.get(info.def_line, 0) + 1
+        if info.arg_names:
+            self._read(frame, info, info.def_line, info.arg_names, calls, arguments=True)
+
+    def frame_returned(
+        self, frame: FrameType, info: CodeInfo, previous: int, value: Any, *, yielded: bool
+    ) -> None:
+        """``frame`` returned ``value`` (or yielded it, and will resume at the same statement)
+        while running statement ``previous``."""
+        if self._op_statements:
+            self._end_op_statement(frame)
+            self.op_watch.resume(frame.f_back)
+        if self._news_window:
+            self._news_window.pop(id(frame), None)
+        if not yielded and previous in info.loop_headers:
+            info.loop_exits[previous] = info.loop_exits.get(previous, 0) + 1
+        if not yielded and previous in info.stores:
+            self._read(frame, info, previous, info.stores[previous], info.hits.get(previous, 0))
+        if (
+            not yielded
+            and (info.stale or info.switched_off)
+            and (info.is_module or self._rarely_called(info))
+        ):
+            self._read_last_values(frame, info)
+        if value is not None and previous != NO_STATEMENT:
+            line = frame.f_lineno
+            statement = info.statement_of.get(line, line)
+            self._reader.read_returned(info, statement, "<yield>" if yielded else "<return>", value)
+            if not yielded and statement in info.shape_comments:
+                self._check_comment(frame, info, statement, (), returned=value)
+
+    def exception_raised(
+        self,
+        frame: FrameType,
+        info: CodeInfo,
+        exc: BaseException | None,
+        tb: TracebackType | None = None,
+    ) -> None:
+        """``exc`` was raised in ``frame`` (or passes through it, traceback ``tb`` when the
+        backend has it): its running statement did not complete. Explains a shape or dtype
+        error, reported if the run ends with it."""
+        failed = self.op_watch.failure_in(frame, exc, tb) if exc is not None else None
+        if self._op_statements:
+            self._end_op_statement(frame)
+        # Exceptions can't be weakly referenced and a strong reference would keep their
+        # frames alive, so they are recognised by id and type.
+        key = (id(exc), type(exc))
+        if exc is None or key == self._last_exception:
+            return  # already seen in a more inner frame of user code
+        self._last_exception = key
+        line = info.statement_of.get(frame.f_lineno, frame.f_lineno)
+        found: list[Finding] = []
+        if failed is not None:  # the call itself was seen: explained by what it was passed
+            found = self.dispatch.emit(CallFailed(exc=exc, failed=failed, info=info, line=line))
+        if not found:  # a hit the op watch did not follow: the values the statement names
+            found = self.dispatch.emit(Raised(exc=exc, frame=frame, info=info, line=line))
+        if found:
+            self._pending_errors = [*self._pending_errors[-7:], (key, found)]
+
+    def on_news(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` whenever a read sees something new (the module tree wakes)."""
+        self._news_listeners.append(listener)
+
+    def pace_of(self, frame: FrameType | None) -> tuple[dict[int, int], dict[int, int], int] | None:
+        """What paces a call made by ``frame``: the innermost user frame from it outwards,
+        the statement it runs, and the statement that counts that one's hits (its loop
+        header or def line; itself where nothing encloses it): that statement's file hit
+        and loop-exit tables and line. Those are exact on both backends (never switched
+        off)."""
+        codes = self.codes
+        while frame is not None:
+            info = codes.get(id(frame.f_code))
+            if info is not None:
+                statement = info.statement_of.get(frame.f_lineno, frame.f_lineno)
+                return info.hits, info.loop_exits, info.counter_of.get(statement, statement)
+            frame = frame.f_back
+        return None
+
+    def switch_off(self, info: CodeInfo, statement: int, count: int, generation: int) -> bool:
+        """Whether a backend that can stop a line's events (sys.monitoring) may stop those of
+        ``statement`` after its ``count``-th hit; if so, its hits are estimated from then on.
+        Only a statement past its dense hits, whose values stayed the same, inside a loop or a
+        function (whose header or calls keep being counted), never a loop header.
+        ``generation`` tells the backend's re-arms apart (see ``CodeInfo.switched_off``)."""
+        counter = info.counter_of.get(statement)
+        if counter is None or count <= DENSE_HITS or statement in info.loop_headers:
+            return False
+        if statement in info.stores and info.read_at.get(statement, 0) <= count + 1:
+            return False  # read on its next hits: something changed lately
+        info.switched_off[statement] = generation
+        self.records.switch_off(info.file, statement, counter)
+        return True
+
+    def switch_on(self, info: CodeInfo, statement: int) -> None:
+        """The backend reports ``statement`` again (re-armed): the estimate becomes its count,
+        and its values are read on this hit."""
+        del info.switched_off[statement]
+        self.records.switch_on(info.file, statement)
+        info.read_at[statement] = 0
+
+    def mark_sampled(self, info: CodeInfo, statement: int) -> None:
+        """The backend stops reporting ``statement`` (sampling): its counts are lower bounds."""
+        self.records.mark_sampled(info.file, statement)
+
+    def conclude(self, exc: BaseException | None) -> None:
+        """The run ended with ``exc``: report the mismatch finding it caused, if any."""
+        for key, found in self._pending_errors:
+            if exc is not None and key == (id(exc), type(exc)):
+                self._add(found)
+        self._pending_errors = []
+
+    # -- library warnings (both backends) ----------------------------------------------
+    def start_listening(self) -> None:
+        """Place library warnings (torch's) on the user's line; call when tracing starts."""
+        if self.dispatch.wants(Warned):
+            self._warnings.start()
+
+    def stop_listening(self) -> None:
+        self._warnings.stop()
+
+    # -- sampling ----------------------------------------------------------------------
+    def _read(
+        self,
+        frame: FrameType,
+        info: CodeInfo,
+        line: int,
+        names: tuple[str, ...],
+        hit: int,
+        *,
+        arguments: bool = False,
+    ) -> None:
+        """Statement ``line`` completed its ``hit``-th hit: read what it stored, or only count
+        it when this hit is not sampled."""
+        if hit < info.read_at.get(line, 0):
+            table = info.stats.get(line)
+            if table:
+                for name, stats in table.items():
+                    if name[0] != "<":  # not a <return>/<yield> recorded on the line
+                        stats.hits += 1
+            info.stale.add(line)
+            return
+        info.stale.discard(line)
+        if self._read_names(frame, info, line, names, arguments):
+            info.dense_until[line] = hit + DENSE_HITS
+            self._news_window[id(frame)] = NEWS_WINDOW
+            self._values_changed(info, line)
+            for listener in self._news_listeners:
+                listener()
+        dense = hit < info.dense_until.get(line, DENSE_HITS)
+        info.read_at[line] = hit + 1 if dense else hit + SAMPLE_GAP
+        if line in info.shape_comments:
+            self._check_comment(frame, info, line, names, arguments=arguments)
+
+    def _rarely_called(self, info: CodeInfo) -> bool:
+        return info.hits.get(info.def_line, 0) <= DENSE_HITS
+
+    def _read_last_values(self, frame: FrameType, info: CodeInfo) -> None:
+        """The frame ends: read the last values of the statements skipped since their last
+        read, where no other statement stores the same names (hits are counted already)."""
+        unread = (info.stale | info.switched_off.keys()) & info.unique_stores
+        for line in unread:
+            info.stale.discard(line)
+            if self._read_names(frame, info, line, info.stores[line], False, counted=True):
+                self._values_changed(info, line)
+
+    # -- findings: the events rules subscribed to, and their findings recorded ---------
+    def _add(self, found: list[Finding]) -> None:
+        for finding in found:
+            self.records.add_finding(finding_to_json(finding))
+
+    def _value_read(
+        self, stats: VarStats, value: Any, kind: int, frame: FrameType | None, info: CodeInfo | None
+    ) -> bool:
+        """A value was just read (on its hits 1, 2, 4, ...): whether it holds NaN or Inf."""
+        state = self._scan.state(value, kind)
+        if state is None:
+            return False
+        seen = NonfiniteRead(stats=stats, value=value, state=state, frame=frame, info=info)
+        self._add(self.dispatch.emit(seen))
+        if not self.dispatch.wants(NonfiniteRead):
+            self._reader.check_value = None  # the rules that look for them are done
+        return True
+
+    def _check_statement(self, frame: FrameType, info: CodeInfo, line: int) -> None:
+        """A checked hit of ``line`` starts: hand it on (broadcasts by name), and watch the
+        torch calls it makes (operands of elementwise ops, a call that fails)."""
+        if self._checks:
+            self._add(self.dispatch.emit(StatementChecked(frame=frame, info=info, line=line)))
+        watch = self._watch_calls or (
+            self._watch_operators and line in info.broadcast_lines and line in info.op_sites
+        )
+        if watch and self.op_watch.begin(frame):
+            self._op_statements[id(frame)] = (info, line, {})
+
+    def _end_op_statement(self, frame: FrameType) -> None:
+        """The watched statement of ``frame`` is over (next statement, return, raise)."""
+        if self._op_statements.pop(id(frame), None) is not None:
+            self.op_watch.end(frame)
+
+    def _on_op(self, frame: FrameType, op: str, left: Any, right: Any, result: Any) -> None:
+        """An elementwise torch op, called by a watched statement, with its real operands."""
+        entry = self._op_statements.get(id(frame))
+        if entry is None or not self._watch_operators:
+            return
+        info, line, counts = entry
+        if line not in info.broadcast_lines:
+            return  # a finding there already
+        sites = [site for site in info.op_sites.get(line, ()) if site.op == op]
+        if not sites:
+            return
+        index = counts.get(op, 0)
+        counts[op] = index + 1
+        site = sites[min(index, len(sites) - 1)]  # the statement's n-th op of this operator
+        seen = OperatorRan(info=info, line=line, site=site, left=left, right=right, result=result)
+        self._add(self.dispatch.emit(seen))
+
+    def _on_call(self, called: Called) -> None:
+        """A torch call of a watched statement ran: hand it on, and remember where its
+        results came from (the chains of failed calls)."""
+        entry = self._op_statements.get(id(called.frame))
+        if entry is None:
+            return
+        info, line, counts = entry
+        if self._calls_ran:
+            seen = CallRan(called=called, info=info, line=line, counts=counts)
+            self._add(self.dispatch.emit(seen))
+        key = (info.file, line)
+        expression = self._texts.get(key)
+        if expression is None:
+            expression = self._texts[key] = info.source.statement_text(line)
+        for result in called.results[:4]:
+            self.provenance.record(
+                file=info.file, line=line, expression=expression or None, op=called.op,
+                inputs=called.inputs, result=result,
+            )  # fmt: skip
+
+    def _check_comment(
+        self,
+        frame: FrameType,
+        info: CodeInfo,
+        line: int,
+        stored: tuple[str, ...],
+        *,
+        returned: Any = None,
+        arguments: bool = False,
+    ) -> None:
+        """A read hit of a statement with a shape comment is over: hand it on."""
+        if not self._comments:
+            return
+        seen = CommentedStatementEnded(
+            frame=frame, info=info, line=line, comment=info.shape_comments[line],
+            stored=stored, returned=returned, arguments=arguments,
+        )  # fmt: skip
+        self._add(self.dispatch.emit(seen))
+
+    def _values_changed(self, info: CodeInfo, line: int) -> None:
+        if self._changes:
+            self._add(self.dispatch.emit(ValuesChanged(info=info, line=line)))
+
+    def _on_warning(self, message: str, category: type) -> None:
+        """A warning is being shown: place it on the innermost user line that is running."""
+        found = warned_from(sys._getframe(1), self.known)
+        if found is not None:
+            frame, info, issued_here = found
+            seen = Warned(
+                message=message, category=category, frame=frame, info=info,
+                issued_here=issued_here,
+            )  # fmt: skip
+            self._add(self.dispatch.emit(seen))

@@ -1,0 +1,2 @@
+"""What the source alone tells: statements, loops and elementwise operators from the AST,
+and the author's shape comments."""

@@ -1,0 +1,415 @@
+"""Shape-only runs (``--fake``): the whole program on torch's fake tensors.
+
+A fake tensor has a shape, dtype, device and autograd history but no data, so a 1B-parameter
+model runs in seconds and a few hundred MB, and shape, dtype and device errors are raised
+as on the real device. What cannot work is whatever needs a value (``.item()``, ``if`` on a
+tensor, ``nonzero``): the run stops there with its own status.
+
+CUDA without a GPU: a CPU-only torch cannot hold a tensor whose device is ``cuda`` once
+autograd sees it (it asks for a CUDA stream and aborts the process). Where torch has no
+CUDA, ShapeLens reports CUDA as available and places every ``cuda`` tensor on torch's
+``meta`` device instead (a :class:`~torch.overrides.TorchFunctionMode` rewrites the device
+arguments of every torch call), and shows ``meta`` as ``cuda:0``: in hints, findings and
+error messages. The program's own ``meta`` tensors read ``cuda:0`` too in such a run.
+A device error is raised where a real GPU raises one, and only there: the fake kernels' own
+checks, plus those they skip (:mod:`shapelens.engine.torch_support.device_rules`); it reads
+as the GPU's, a RuntimeError raised by the user's call, without the fake-tensor frames below it.
+
+Everything replaced here is put back by :meth:`ShapeOnly.remove`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import re
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from shapelens.engine import SHAPELENS_DIR
+from shapelens.engine.recording import values
+from shapelens.engine.torch_support import torch_compat
+from shapelens.engine.torch_support.after_import import when_imported
+from shapelens.engine.torch_support.device_rules import SAME_DEVICE, DeviceRules
+
+STATUS = "shape_only_stop"
+"""The run status when the program needed a value a shape-only run does not have."""
+ENV_FLAG = "SHAPELENS_SHAPE_ONLY"
+"""Set to "1" in a shape-only run: a program can skip what needs values."""
+SIMULATED_CUDA = "cuda:0"
+_OUR_ROOT = SHAPELENS_DIR + os.sep
+
+_VALUE_READS = tuple(
+    (re.compile(pattern), said)
+    for pattern, said in (
+        (r"\.item\(\)", "`.item()` reads a tensor's value"),
+        (r"\.tolist\(\)", "`.tolist()` reads a tensor's values"),
+        (r"\.numpy\(\)", "`.numpy()` reads a tensor's values"),
+        (r"\bbool\(", "`bool()` of a tensor reads its value"),
+        (r"\bfloat\(", "`float()` of a tensor reads its value"),
+        (r"\bint\(", "`int()` of a tensor reads its value"),
+        (r"\bprint\(|:[^}]*\}", "formatting a tensor reads its value"),
+        (r"^(el)?if\b", "an `if` on a tensor reads its value"),
+        (r"^while\b", "a `while` on a tensor reads its value"),
+        (r"^assert\b", "an `assert` on a tensor reads its value"),
+    )
+)
+"""What on a line read a value (the first that matches names it): the read itself before
+the ``print(`` or ``if`` around it."""
+
+
+class ShapeOnlyStop(Exception):
+    """The program asked for something only real data has (printing a tensor's values)."""
+
+
+class ShapeOnly:
+    """Puts a run on fake tensors once torch is imported; :meth:`remove` undoes it."""
+
+    def __init__(self) -> None:
+        self.simulated_cuda = False
+        self._undo: list[Callable[[], None]] = []
+
+    def install(self, on_ready: Callable[[bool], None]) -> None:
+        """Fake tensors from the moment torch is imported; ``on_ready(simulated_cuda)``."""
+        os.environ[ENV_FLAG] = "1"
+        self._undo.append(lambda: _forget(ENV_FLAG))
+
+        def on_torch(torch: ModuleType) -> None:
+            self._on_torch(torch)
+            on_ready(self.simulated_cuda)
+
+        when_imported("torch", on_torch)
+
+    def _on_torch(self, torch: Any) -> None:
+        FakeTensor, FakeTensorMode = torch_compat.fake_tensor_types()
+        self.simulated_cuda = not torch.cuda.is_available()
+        values.kind_of_type[FakeTensor] = values.TORCH  # the program's values, here
+        self._patch(FakeTensor, "__repr__", _refuse_to_print)
+        self._patch(torch, "save", _skip_save)
+        self._patch(torch.nn.Module, torch_compat.MODULE_APPLY, _apply_by_replacing)
+        self._patch_data_loading(torch)
+        if self.simulated_cuda:
+            self._simulate_cuda(torch)
+        if torch_compat.gc_clears_live_fake_tensors(torch) and gc.isenabled():
+            gc.disable()  # fake tensors hold no data: a short run's cycles cost little
+            self._undo.append(gc.enable)
+        mode = FakeTensorMode(allow_non_fake_inputs=True)
+        mode.__enter__()
+        self._undo.append(lambda: mode.__exit__(None, None, None))
+        calls = _as_on_the_device(torch, simulate_cuda=self.simulated_cuda)
+        calls.__enter__()
+        self._undo.append(lambda: calls.__exit__(None, None, None))
+
+    def _simulate_cuda(self, torch: Any) -> None:
+        values.DEVICE_ALIASES["meta"] = SIMULATED_CUDA
+        self._undo.append(values.DEVICE_ALIASES.clear)
+        replacements: dict[str, Callable[..., Any]] = {
+            "is_available": lambda: True,
+            "device_count": lambda: 1,
+            "current_device": lambda: 0,
+            "get_device_name": lambda device=None: "ShapeLens simulated CUDA device",
+            "get_device_capability": lambda device=None: (8, 0),
+            "is_bf16_supported": lambda *args, **kwargs: True,
+            "synchronize": lambda device=None: None,
+            "set_device": lambda device: None,
+            "empty_cache": lambda: None,
+            "manual_seed": lambda seed: None,
+            "manual_seed_all": lambda seed: None,
+            "memory_allocated": lambda device=None: 0,
+            "max_memory_allocated": lambda device=None: 0,
+            "reset_peak_memory_stats": lambda device=None: None,
+            # An optimizer's step asks it on torch < 2.6 (a CUDA build without a driver
+            # fails there); newer ones ask torch.accelerator, below.
+            "is_current_stream_capturing": lambda: False,
+        }
+        for name, replacement in replacements.items():
+            self._patch(torch.cuda, name, replacement)
+        # No accelerator for torch's stream and graph-capture checks (an optimizer's step
+        # asks for the current CUDA stream): a CUDA build without a driver would fail there.
+        accelerator = getattr(torch, "accelerator", None)
+        if accelerator is not None:
+            self._patch(accelerator, "current_accelerator", lambda check_available=False: None)
+            self._patch(accelerator, "is_available", lambda: False)
+        load = torch.load
+
+        def load_cuda_on_meta(f: Any, map_location: Any = None, *args: Any, **kwargs: Any) -> Any:
+            """A checkpoint's CUDA tensors (saved on a GPU, or mapped there) on ``meta``."""
+            if _is_cuda(torch, map_location):
+                map_location = "meta"
+            elif map_location is None:  # GPU storages where they were saved: simulated
+                map_location = {f"cuda:{index}": "meta" for index in range(16)} | {"cuda": "meta"}
+            return load(f, map_location, *args, **kwargs)
+
+        self._patch(torch, "load", load_cuda_on_meta)
+
+    def _patch_data_loading(self, torch: Any) -> None:
+        """Batches are made in this process (workers would have to pickle fake tensors), and
+        the sampler's indices and seeds are real numbers (they need values)."""
+
+        def real_numbers(method: Callable[..., Any]) -> Callable[..., Any]:
+            def with_real_numbers(*args: Any, **kwargs: Any) -> Any:
+                with torch_compat.unset_fake_temporarily():
+                    return method(*args, **kwargs)
+
+            return with_real_numbers
+
+        for owner, name, replacement in torch_compat.data_loader_patches(real_numbers):
+            self._patch(owner, name, replacement)
+
+    def _patch(self, owner: Any, name: str, replacement: Any) -> None:
+        had = name in vars(owner)
+        original = vars(owner).get(name)
+        setattr(owner, name, replacement)
+
+        def undo() -> None:
+            if had:
+                setattr(owner, name, original)
+            else:
+                with contextlib.suppress(AttributeError):
+                    delattr(owner, name)
+
+        self._undo.append(undo)
+
+    def remove(self) -> None:
+        """Put back everything replaced (last first); the fake mode is left."""
+        while self._undo:
+            with contextlib.suppress(Exception):
+                self._undo.pop()()
+
+
+def _on_cpu(torch: Any, device: Any) -> bool:
+    return device is None or str(device) == "cpu" or getattr(device, "type", None) == "cpu"
+
+
+def _forget(variable: str) -> None:
+    os.environ.pop(variable, None)
+
+
+def stop_reason(exc: BaseException, line_text: str | None) -> str | None:
+    """Why a shape-only run stopped at ``exc``, when it is a value it could not know (else
+    None: a real error of the program, reported as such)."""
+    kind = type(exc).__name__
+    if isinstance(exc, ShapeOnlyStop):
+        what = "printing a tensor shows its values"
+    elif kind == "DataDependentOutputException":
+        what = _value_read_in(line_text) or "this reads a tensor's value"
+    elif kind == "DynamicOutputShapeException":
+        what = (
+            "the result's shape depends on the tensor's values (nonzero, a boolean mask, "
+            "unique, masked_select)"
+        )
+    else:
+        return None
+    return (
+        f"{what}; a shape-only run has shapes, not values. To trace past it, skip it in "
+        f'shape-only runs: `if os.environ.get("{ENV_FLAG}") != "1": ...`'
+    )
+
+
+def _value_read_in(line_text: str | None) -> str | None:
+    """The first of :data:`_VALUE_READS` on the line (``.item()`` before the ``print(``
+    around it)."""
+    code = (line_text or "").strip()
+    return next((said for pattern, said in _VALUE_READS if pattern.search(code)), None)
+
+
+def _apply_by_replacing(module: Any, fn: Callable[[Any], Any], recurse: bool = True) -> Any:
+    """``Module._apply`` (behind ``.to()``, ``.cuda()``, ``.half()``) for fake parameters:
+    torch swaps a fake parameter in place, which its weak references forbid, so each one is
+    replaced by a new Parameter (torch's own "overwrite on conversion" behaviour)."""
+    import torch
+
+    if recurse:
+        for child in module.children():
+            torch_compat.apply_to(child, fn)
+    parameters = torch_compat.own_parameters(module)
+    for key, param in parameters.items():
+        if param is None:
+            continue
+        with torch.no_grad():
+            applied = torch.nn.Parameter(fn(param), requires_grad=param.requires_grad)
+            if param.grad is not None:
+                applied.grad = fn(param.grad)
+        parameters[key] = applied
+    buffers = torch_compat.own_buffers(module)
+    for key, buffer in buffers.items():
+        if buffer is not None:
+            buffers[key] = fn(buffer)
+    return module
+
+
+def _is_cuda(torch: Any, device: Any) -> bool:
+    if isinstance(device, str):
+        return bool(_CUDA.match(device))
+    return isinstance(device, torch.device) and device.type == "cuda"
+
+
+def _refuse_to_print(self: Any, *args: Any, **kwargs: Any) -> str:
+    raise ShapeOnlyStop("printing a tensor's values in a shape-only run")
+
+
+def _skip_save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
+    """A checkpoint of fake tensors has no data: the user's file is left as it was."""
+    print(
+        f"shapelens: torch.save({_target_name(f)}) skipped in a shape-only run",
+        file=sys.stderr,
+    )
+
+
+def _target_name(f: Any) -> str:
+    return repr(os.fspath(f)) if isinstance(f, (str, os.PathLike)) else type(f).__name__
+
+
+_CUDA = re.compile(r"^cuda(:\d+)?$")
+
+
+def as_the_device_says(text: str, *, simulate_cuda: bool) -> str:
+    """An error message of a fake kernel as the real device words it: a matrix product's
+    shapes as cuBLAS/CPU report them, ``meta`` as ``cuda:0`` when CUDA is simulated."""
+    text = torch_compat.FAKE_MATMUL_ERROR.sub(
+        lambda m: "mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})".format(*m.groups()),
+        text,
+    )
+    text = torch_compat.FAKE_DEVICE_ERROR.sub(
+        lambda m: "{}, {} and {}!".format(SAME_DEVICE, *m.groups()), text
+    )
+    if not simulate_cuda:
+        return text
+    return text.replace("device type 'meta'", "device type 'cuda'").replace("meta", SIMULATED_CUDA)
+
+
+def _as_on_the_device(torch: Any, *, simulate_cuda: bool) -> Any:
+    """A torch function mode that words errors as the real device does and, when CUDA is
+    simulated, puts what the program asks on ``cuda`` on ``meta``.
+
+    Random integers drawn on the CPU (``torch.randint``, ``torch.randperm``: a batch's
+    positions, ``random_split``'s order) are real, and so is what is computed from real
+    tensors alone: they do not depend on the data, and nanoGPT's ``for i in ix:
+    data[i : i + block_size]`` needs them as numbers. Everything else is fake."""
+    FakeTensor, _ = torch_compat.fake_tensor_types()
+    unset_fake_temporarily = torch_compat.unset_fake_temporarily
+    tree_leaves = torch_compat.tree_leaves
+    meta = torch.device("meta")
+    tensor_to = torch.Tensor.to
+    tensor_cuda = torch.Tensor.cuda
+    random_integers = (torch.randint, torch.randperm)
+    indexing = (torch.Tensor.__getitem__, torch.Tensor.__setitem__)
+
+    def as_number(index: Any) -> Any:
+        return _as_number(torch, FakeTensor, unset_fake_temporarily, index)
+
+    def device_of(tensor: Any) -> str:
+        device = tensor.device
+        return SIMULATED_CUDA if simulate_cuda and device.type == "meta" else str(device)
+
+    rules = DeviceRules(torch, device_of, tree_leaves)
+
+    def on_meta(device: Any) -> Any:
+        return meta if _is_cuda(torch, device) else device
+
+    class AsOnTheDevice(torch.overrides.TorchFunctionMode):  # type: ignore[misc]
+        def __torch_function__(
+            self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
+        ) -> Any:
+            kwargs = dict(kwargs or {})
+            if simulate_cuda and _to_the_gpu(torch, tensor_to, tensor_cuda, func, args, kwargs):
+                real = False  # a real tensor sent to the simulated GPU becomes a fake one
+            elif any(func is f for f in random_integers):
+                real = _on_cpu(torch, kwargs.get("device"))
+            else:
+                leaves = [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+                real = bool(leaves) and not any(isinstance(x, FakeTensor) for x in leaves)
+            if real:
+                with unset_fake_temporarily():
+                    return self._call(func, args, kwargs)
+            if any(func is f for f in indexing) and len(args) > 1:
+                args = (args[0], as_number(args[1]), *args[2:])
+            if not simulate_cuda:
+                return self._call(func, args, kwargs)
+            if func is tensor_cuda:  # Module.cuda() comes here for each tensor
+                return args[0].to(meta)
+            if "device" in kwargs:
+                kwargs["device"] = on_meta(kwargs["device"])
+            if func is tensor_to and len(args) > 1:
+                target = args[1]
+                if isinstance(target, int) and not isinstance(target, bool):
+                    target = meta  # .to(0): the first GPU
+                args = (args[0], on_meta(target), *args[2:])
+            return self._call(func, args, kwargs)
+
+        @staticmethod
+        def _call(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            said = rules.error(func, args, kwargs)
+            if said is not None:  # what the GPU checks and the fake kernel does not
+                raise RuntimeError(said)
+            try:
+                return func(*args, **kwargs)
+            except RuntimeError as err:
+                if err.args and isinstance(err.args[0], str):
+                    said = as_the_device_says(err.args[0], simulate_cuda=simulate_cuda)
+                    err.args = (said, *err.args[1:])
+                if _raised_by_torch_itself(torch, err):
+                    # As the device's kernel raises it: no fake-tensor frames, no chain.
+                    raise RuntimeError(*err.args) from None
+                raise
+
+    return AsOnTheDevice()
+
+
+def _raised_by_torch_itself(torch: Any, err: RuntimeError) -> bool:
+    """``err`` is torch's own error of the call (a kernel's, or the fake kernel's device
+    check), not one of a subclass or of user code the call ran (an autograd Function's):
+    only torch's frames (and ShapeLens's own dispatch mode) lie below the call."""
+    if type(err) is not RuntimeError and not torch_compat.is_fake_device_error(err):
+        return False
+    roots = (os.path.dirname(torch.__file__) + os.sep, _OUR_ROOT)  # ours: the memory watch
+    below = err.__traceback__.tb_next if err.__traceback__ is not None else None
+    while below is not None:
+        if not below.tb_frame.f_code.co_filename.startswith(roots):
+            return False
+        below = below.tb_next
+    return True
+
+
+def _as_number(torch: Any, fake: type, unset_fake: Any, index: Any) -> Any:
+    """A real one-element integer tensor in an index is the number it holds (what Python's
+    ``__index__`` would read); in a fake call torch could not read it."""
+    if isinstance(index, tuple):
+        return tuple(_as_number(torch, fake, unset_fake, part) for part in index)
+    if isinstance(index, slice):
+        return slice(
+            _as_number(torch, fake, unset_fake, index.start),
+            _as_number(torch, fake, unset_fake, index.stop),
+            _as_number(torch, fake, unset_fake, index.step),
+        )
+    if (
+        isinstance(index, torch.Tensor)
+        and not isinstance(index, fake)
+        and index.dim() == 0
+        and not index.is_floating_point()
+        and index.dtype != torch.bool
+        and index.device.type == "cpu"
+    ):
+        with unset_fake():
+            return int(index)
+    return index
+
+
+def _to_the_gpu(
+    torch: Any,
+    tensor_to: Any,
+    tensor_cuda: Any,
+    func: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> bool:
+    """The call sends a tensor to a GPU (``.cuda()``, ``.to("cuda")``, ``.to(0)``, ``device=``)."""
+    if func is tensor_cuda or _is_cuda(torch, kwargs.get("device")):
+        return True
+    if func is tensor_to and len(args) > 1:
+        target = args[1]
+        return _is_cuda(torch, target) or (isinstance(target, int) and not isinstance(target, bool))
+    return False
