@@ -4,10 +4,18 @@ that code runs only on a command (numpy only: runs on every interpreter)."""
 from __future__ import annotations
 
 import asyncio
+import uuid
+from concurrent.futures import Future
+from typing import Any
 
+import pytest
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
 
 from conftest import LspSession, line_of, need
+
+ANSWER_WITHIN_S = 5
+"""How long a test waits for an answer: a server that never answers fails, not hangs."""
 
 SCRIPT = """
 import numpy as np
@@ -131,6 +139,90 @@ async def test_bad_requests_get_empty_answers(lsp: LspSession) -> None:
         types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=unknown))
     )
     assert not lenses
+
+
+async def _raw_request(lsp: LspSession, method: str, params: Any) -> Any:
+    """Sends ``method`` as a client that got its params wrong would: plain JSON, past
+    lsprotocol's typed requests (which refuse to serialise bad params). pygls has no public
+    way: this is its ``send_request`` with a dict for the message."""
+    protocol = lsp.client.protocol
+    msg_id = f"raw-{uuid.uuid4()}"
+    answer: Future[Any] = Future()
+    protocol._request_futures[msg_id] = answer
+    protocol._send_data({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params})
+    return await asyncio.wait_for(asyncio.wrap_future(answer), ANSWER_WITHIN_S)
+
+
+async def _still_answers(lsp: LspSession) -> None:
+    """The connection is healthy: a valid request on it is answered as usual."""
+    path, _ = lsp.write("main.py", SCRIPT)
+    uri = lsp.open(path)
+    lenses = await asyncio.wait_for(
+        lsp.client.text_document_code_lens_async(
+            types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        ),
+        ANSWER_WITHIN_S,
+    )
+    assert lenses and len(lenses) == 3
+    hover = await asyncio.wait_for(
+        lsp.client.text_document_hover_async(
+            types.HoverParams(
+                text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(0, 1)
+            )
+        ),
+        ANSWER_WITHIN_S,
+    )
+    assert hover is None  # nothing ran: an empty answer, but an answer
+
+
+RANGE = {"start": {"line": 0, "character": 0}, "end": {"line": 5, "character": 0}}
+
+
+@pytest.mark.parametrize(
+    ("method", "params", "named"),
+    [
+        (
+            types.TEXT_DOCUMENT_HOVER,
+            {"textDocument": {"uri": "file:///x.py"}, "position": {"line": -1, "character": 0}},
+            "params.position: Position.line should be in range",
+        ),
+        (
+            types.TEXT_DOCUMENT_INLAY_HINT,
+            {"textDocument": 5, "range": RANGE},
+            "params.textDocument",
+        ),
+        (types.TEXT_DOCUMENT_CODE_LENS, {}, "params.textDocument: required field missing"),
+    ],
+    ids=["negative-line", "number-for-document", "missing-document"],
+)
+async def test_requests_with_invalid_params_get_an_error(
+    lsp: LspSession, method: str, params: dict[str, Any], named: str
+) -> None:
+    with pytest.raises(JsonRpcException) as refused:
+        await _raw_request(lsp, method, params)
+    assert refused.value.code == -32602  # InvalidParams
+    message = refused.value.message
+    assert message.startswith(f"invalid params for {method}: ") and named in message, message
+    assert "\n" not in message and "Traceback" not in message
+    await _still_answers(lsp)
+
+
+async def test_notifications_with_invalid_params_are_logged(lsp: LspSession) -> None:
+    lsp.client.protocol._send_data(
+        {"jsonrpc": "2.0", "method": types.TEXT_DOCUMENT_DID_OPEN, "params": {"textDocument": 5}}
+    )
+
+    async def logged() -> str:
+        while True:  # no await between a look and the next wait: no line slips past
+            for line in lsp.client.log_messages:
+                if "ignored a notification" in line.message:
+                    return line.message
+            await lsp.client.protocol.wait_for_notification_async(types.WINDOW_LOG_MESSAGE)
+
+    message = await asyncio.wait_for(logged(), ANSWER_WITHIN_S)
+    assert "invalid params for textDocument/didOpen: params.textDocument" in message
+    assert "\n" not in message
+    await _still_answers(lsp)
 
 
 async def test_bad_run_arguments_give_a_clear_message(lsp: LspSession) -> None:

@@ -24,6 +24,7 @@ from shapelens.lsp.kernel_traces import (
     trace_dirs,
 )
 from shapelens.lsp.notebooks import NO_RESULTS, NotebookResults, outside_cells
+from shapelens.lsp.protocol import ShapeLensProtocol
 from shapelens.lsp.results import FileView, ResultStore
 from shapelens.lsp.runs import RunManager, read_lines
 from shapelens.lsp.settings import Settings, parse_settings
@@ -53,7 +54,11 @@ class ShapeLensServer(LanguageServer):
     def __init__(self, publish: Publish, publish_cell: Publish | None = None) -> None:
         # Handlers that wait on the client must not starve the stdin reader (ENVIRONMENT.md).
         super().__init__(
-            "shapelens", __version__, max_workers=4, notebook_document_sync=NOTEBOOK_SYNC
+            "shapelens",
+            __version__,
+            max_workers=4,
+            notebook_document_sync=NOTEBOOK_SYNC,
+            protocol_cls=ShapeLensProtocol,
         )
         self.settings = Settings()
         self.results = ResultStore()
