@@ -287,3 +287,58 @@ async def test_update_shape_comment_rewrites_it_as_it_ran(lsp: LspSession) -> No
     again = await lsp.run(uri)
     assert again["status"] == "ok", again
     assert await lsp.code_actions(uri, line, only=[types.CodeActionKind.QuickFix]) == []
+
+
+PUBLISHED = """
+import torch
+from torch import nn
+
+
+class Encoder(nn.Module):
+    def __init__(self, vocab=50, dim=16):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, tokens):
+        # Shape: (B, T, D)
+        x = self.embed(tokens)
+        h = self.proj(x)  # shape = [B, T, D]
+        # -> (B, D)
+        pooled = h.mean(dim=1)
+        scores = pooled @ self.embed.weight.T  # scores: [B, V]
+        return scores  # Shape: (B, V)
+
+
+model = Encoder()
+for batch in (4, 4, 3):
+    out = model(torch.randint(0, 50, (batch, 7)))  # output shape: (B, V)
+"""
+
+
+@pytest.mark.backend
+@pytest.mark.parametrize(
+    ("stale", "written"),
+    [
+        (None, None),
+        ("# -> (B, D)", "# -> (B, T, D)"),
+        ("# shape = [B, T, D]", "# shape = [B, D]"),
+        ("# Shape: (B, T, D)", "# Shape: (B, T)"),
+        ("# scores: [B, V]", "# scores: [B, V, D]"),
+    ],
+)
+def test_the_prefixes_published_code_writes_are_read(  # type: ignore[no-untyped-def]
+    script, stale: str | None, written: str | None
+) -> None:
+    """``# Shape: (B, T, C)``, ``# shape = [B, T]``, ``# -> (B, T, C)`` alone on the line
+    above, ``# x: [B, T, C]``: checked as a bare ``# (B, T, C)`` is, and prose ("output
+    shape: ...") is no target."""
+    source = PUBLISHED if stale is None else PUBLISHED.replace(stale, written or "")
+    path = script(source)
+    found = _comment_findings(path)
+    if written is None:
+        assert found == []
+        return
+    assert len(found) == 1, found
+    line = next(n for n, text in enumerate(source.splitlines()) if written in text)
+    assert found[0]["line"] == line  # the source starts with a newline: 0-based is 1-based

@@ -26,9 +26,10 @@ from shapelens.engine.backends.choice import (
 )
 from shapelens.engine.findings.context import RunFacts
 from shapelens.engine.findings.dispatch import Dispatcher
-from shapelens.engine.findings.events import RanOutOfMemory
+from shapelens.engine.findings.events import CallFailed, RanOutOfMemory
 from shapelens.engine.findings.nonfinite_scan import NonfiniteScan
 from shapelens.engine.findings.provenance import Provenance
+from shapelens.engine.findings.replay import Replay
 from shapelens.engine.findings.rules import rules_for
 from shapelens.engine.memory.ledger import MemoryLedger
 from shapelens.engine.memory.watch import MemoryWatch
@@ -98,6 +99,11 @@ class Engine:
         keep_compile = options.run.keep_compile
         # Dynamo would trace the op watch's torch function mode inside compiled regions.
         self.recorder.op_watch.enabled = not keep_compile
+        fake, memory = options.tracing.fake, options.run.memory
+        if self.dispatch.wants(CallFailed) and not (keep_compile or fake or memory):
+            # A call that fails on a hit the op watch did not follow is run again on fakes
+            # (where fake tensors or the memory watch run already, they would see it).
+            self.recorder.replay = Replay(self.recorder.known, self.records.origin_of)
         self.recorder.scalars_on_gpu = options.run.scalars_on_gpu
         self.backend_choice = config.backend
         self.backend: TracingBackend = build_backend(
@@ -115,7 +121,6 @@ class Engine:
         self.shape_only = ShapeOnly()
         self.on_shape_only: Callable[[bool], None] | None = None
         """Told when a shape-only run's fake tensors are ready (whether CUDA is simulated)."""
-        fake = options.tracing.fake
         # A budget is the simulated GPU's: a real run's device has its own memory.
         budget = budget_bytes(options.run.gpu_memory, options.run.gpu) if fake else None
         self.memory = MemoryLedger(budget_bytes=budget)

@@ -9,13 +9,12 @@ import builtins
 from collections.abc import Callable
 from dataclasses import replace
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 from shapelens.engine.findings.nonfinite_scan import NonfiniteScan
 from shapelens.engine.findings.provenance import Provenance
 from shapelens.engine.recording import values
 from shapelens.engine.recording.code_info import CodeInfo
-from shapelens.engine.recording.run_records import VarStats
 from shapelens.engine.recording.scope import UserCodeScope
 from shapelens.engine.source.source_map import SourceMaps
 from shapelens.engine.torch_support import torch_compat
@@ -28,7 +27,22 @@ MAX_INPUTS = 6
 
 Resolve = Callable[[tuple[str, ...]], Any]
 """``("self", "fc")`` → the value ``self.fc`` holds in a frame, or None."""
-OriginOf = Callable[[Any], "VarStats | None"]
+
+
+class Birth(Protocol):
+    """Where a value was born: a run's record (:class:`VarStats`), or a replay's guess."""
+
+    @property
+    def file(self) -> str: ...
+    @property
+    def line(self) -> int: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def is_argument(self) -> bool: ...
+
+
+OriginOf = Callable[[Any], "Birth | None"]
 DEFAULT_MAX_ELEMENTS = FindingsConfig().nonfinite_max_elements
 
 

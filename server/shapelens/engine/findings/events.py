@@ -13,7 +13,9 @@ from __future__ import annotations
 from types import FrameType
 from typing import Any, ClassVar, Literal
 
+from shapelens.engine.findings.context import OriginOf
 from shapelens.engine.findings.op_watch import Called, FailedCall
+from shapelens.engine.findings.provenance import Provenance
 from shapelens.engine.memory.ledger import OutOfMemory
 from shapelens.engine.recording.code_info import CodeInfo
 from shapelens.engine.recording.run_records import VarStats
@@ -136,20 +138,31 @@ class NonfiniteRead(Event):
 
 
 class CallFailed(Event):
-    """The torch call that raised ``exc`` was seen by the op watch (``failed``: the call,
-    its real operands, the module calls it was made in) while statement ``line`` of user
-    code ran. The engine reports the findings if the run ends with this exception."""
+    """The torch call that raised ``exc`` was seen (``failed``: the call, its operands as
+    passed, the module calls it was made in) while statement ``line`` of user code ran: by
+    the op watch, or by a replay of the failing statement on fake copies (``provenance``:
+    where the replay's values came from; ``origin_of``: where its copies' originals were
+    born). The engine reports the findings if the run ends with this exception."""
 
-    __slots__ = ("exc", "failed", "info", "line")
+    __slots__ = ("exc", "failed", "info", "line", "origin_of", "provenance")
     watches = "calls"
 
     def __init__(
-        self, *, exc: BaseException, failed: FailedCall, info: CodeInfo, line: int
+        self,
+        *,
+        exc: BaseException,
+        failed: FailedCall,
+        info: CodeInfo,
+        line: int,
+        provenance: Provenance | None = None,
+        origin_of: OriginOf | None = None,
     ) -> None:
         self.exc = exc
         self.failed = failed
         self.info = info
         self.line = line
+        self.provenance = provenance
+        self.origin_of = origin_of
 
 
 class Raised(Event):

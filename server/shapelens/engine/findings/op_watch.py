@@ -16,12 +16,18 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from types import CodeType, FrameType, TracebackType
 from typing import Any, NamedTuple
 
 from shapelens.engine.findings.call_trials import Verdict, judge
 from shapelens.engine.findings.op_names import op_label
+from shapelens.engine.findings.watched_warnings import (
+    capture_warnings,
+    reissue,
+    release_warnings,
+)
 from shapelens.engine.source.elementwise import OPERATOR_NAMES
 from shapelens.engine.torch_support import torch_compat
 
@@ -55,9 +61,15 @@ class Called(NamedTuple):
     """The tensors it returned."""
     direct: bool
     """Called by the statement itself (through torch's Python wrappers), not in a module."""
+    wrapper: Any = None
+    """The torch.nn module the statement called whose own ``forward`` made this call (an
+    ``nn.Softmax`` kept as an attribute, a loss module): judged as the call it wraps."""
 
 
 OnCall = Callable[[Called], None]
+Walked = tuple[FrameType | None, bool, Any, Any]
+"""What :meth:`OpWatch._walk` found: (watched frame, direct, module, wrapper)."""
+_NOWHERE: Walked = (None, False, None, None)
 IsUserCode = Callable[[CodeType], object]
 """Truthy for code the tracer follows (the user's)."""
 _MAX_JUDGED = 64
@@ -109,10 +121,7 @@ class OpWatch:
         self._frames: dict[int, FrameType] = {}
         self._active = False
         """Our mode is pushed: the innermost frame of user code has its statement watched."""
-        self._last_walk: tuple[FrameType | None, tuple[FrameType | None, bool, Any]] = (
-            None,
-            (None, False, None),
-        )
+        self._last_walk: tuple[FrameType | None, Walked] = (None, _NOWHERE)
         """Where calls from the last calling frame lead (see :meth:`_walk`): a frame's ops
         come in a row. Only that one frame is held: a library frame that returned keeps its
         locals (``F.batch_norm``'s result) alive for as long as it is held."""
@@ -192,7 +201,7 @@ class OpWatch:
         return True
 
     def forget_walk(self) -> None:
-        self._last_walk = (None, (None, False, None))
+        self._last_walk = (None, _NOWHERE)
 
     def watching(self) -> bool:
         return bool(self._frames)
@@ -208,6 +217,11 @@ class OpWatch:
         self._failed = None
         with contextlib.suppress(Exception):  # the user frame's entry leads the traceback
             _skip_the_mode(tb or exc.__traceback__, self._hidden_files())
+        return failed
+
+    def take_failed(self) -> FailedCall | None:
+        """The failed call kept, whatever frame made it (a replay's)."""
+        failed, self._failed = self._failed, None
         return failed
 
     def _hidden_files(self) -> tuple[str, ...]:
@@ -229,7 +243,7 @@ class OpWatch:
         cached = self._last_walk
         if cached[0] is not caller:  # the same for every op a frame makes
             cached = self._last_walk = (caller, self._walk(caller))
-        frame, direct, module = cached[1]
+        frame, direct, module, wrapper = cached[1]
         if frame is None:
             return
         spec = _OPS.get(getattr(func, "__name__", "")) if direct else None
@@ -243,7 +257,9 @@ class OpWatch:
             results = _tensors(tensor, (result,), {})
             if results:
                 label = type(module).__name__ if module is not None else self._label(func)
-                self.on_call(Called(frame, label, func, args, kwargs, inputs, results, direct))
+                self.on_call(
+                    Called(frame, label, func, args, kwargs, inputs, results, direct, wrapper)
+                )
 
     def _label(self, func: Any) -> str:
         label = self._labels.get(id(func))
@@ -251,31 +267,39 @@ class OpWatch:
             label = self._labels[id(func)] = op_label(func)
         return label
 
-    def _walk(self, caller: FrameType) -> tuple[FrameType | None, bool, Any]:
-        """(the watched frame, called directly, the module called): the watched frame of
-        user code that made a call from ``caller`` through torch's own Python code (its
-        wrappers, module calls, the DataLoader's collate), None for any other."""
+    def _walk(self, caller: FrameType) -> Walked:
+        """(the watched frame, called directly, the module called, the torch.nn module whose
+        own forward made the call): the watched frame of user code that made a call from
+        ``caller`` through torch's own Python code (its wrappers, module calls, the
+        DataLoader's collate), None for any other."""
         frame: FrameType | None = caller
         direct = True  # through torch's Python wrappers only, no module call between
         module: Any = None
+        modules = 0
+        forward_depth = 0
         below: FrameType | None = None
         for depth in range(_MAX_DEPTH):
             if frame is None:
-                return None, False, None
+                return _NOWHERE
             if self._frames.get(id(frame)) is frame:
-                return frame, direct, module
+                wrapper = module if modules == 1 and forward_depth <= 3 else None
+                if wrapper is not None and not _is_torch_module(wrapper):
+                    wrapper = None
+                return frame, direct, module, wrapper
             code = frame.f_code
             if not code.co_filename.startswith(self._torch_dir):
-                return None, False, None
+                return _NOWHERE
             if code.co_name == torch_compat.MODULE_CALL_FRAME and below is not None:
                 direct = False
-                module = _forward_call(below)[0]
+                module = forward_call(below)[0]
+                modules += 1
+                forward_depth = forward_depth or depth
             elif depth >= 3:
                 direct = False
-            if not _is_call_helper(code):
+            if not is_call_helper(code):
                 below = frame
             frame = frame.f_back
-        return None, False, None
+        return _NOWHERE
 
     def failed(
         self,
@@ -296,8 +320,8 @@ class OpWatch:
             if self.is_user_code(frame.f_code):
                 break
             if frame.f_code.co_name == torch_compat.MODULE_CALL_FRAME and below is not None:
-                modules.append(_forward_call(below))  # the forward Module.__call__ ran
-            if not _is_call_helper(frame.f_code):
+                modules.append(forward_call(below))  # the forward Module.__call__ ran
+            if not is_call_helper(frame.f_code):
                 below = frame
             frame = frame.f_back
         else:
@@ -339,14 +363,19 @@ def _tensors(tensor: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> lis
 _MODULE_FILE = os.path.join(*torch_compat.MODULE_FILE)
 
 
-def _is_call_helper(code: CodeType) -> bool:
+def is_call_helper(code: CodeType) -> bool:
     """torch's ``inner()`` between ``_call_impl`` and ``forward`` in a hooked module call."""
     return code.co_name == torch_compat.MODULE_CALL_HELPER and code.co_filename.endswith(
         _MODULE_FILE
     )
 
 
-def _forward_call(forward: FrameType) -> tuple[Any, tuple[Any, ...]]:
+def _is_torch_module(module: Any) -> bool:
+    """One of torch.nn's own modules (``nn.Softmax``, ``nn.MSELoss``), not a user's."""
+    return str(getattr(type(module), "__module__", "")).startswith("torch.nn.modules")
+
+
+def forward_call(forward: FrameType) -> tuple[Any, tuple[Any, ...]]:
     """The module a forward frame runs, and the positional arguments it was given."""
     code = forward.f_code
     names = code.co_varnames[: code.co_argcount]
@@ -363,12 +392,18 @@ def _make_mode(torch: Any, watch: OpWatch) -> Any:
             caller = sys._getframe(1)
             if watch._last_walk[0] is not caller:
                 watch.forget_walk()  # before the op allocates: its frame's locals may go
+            shown: list[warnings.WarningMessage] = []
+            saved = capture_warnings(shown)
             try:
                 result = func(*args, **(kwargs or {}))
             except Exception as exc:
                 with contextlib.suppress(Exception):  # never an error of ours in the program
                     watch.failed(func, args, kwargs or {}, exc, caller)
                 raise
+            finally:
+                release_warnings(saved)
+                if shown:  # where they point at this module, at the call's frame instead
+                    reissue(shown, func, caller, __file__)
             with contextlib.suppress(Exception):
                 watch.seen(func, args, kwargs or {}, result, caller)
             return result

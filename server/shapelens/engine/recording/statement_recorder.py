@@ -46,6 +46,7 @@ from shapelens.engine.findings.events import (
     Warned,
 )
 from shapelens.engine.findings.op_watch import Called, OpWatch
+from shapelens.engine.findings.replay import Replay, names_tensors
 from shapelens.engine.findings.warning_listener import WarningListener, warned_from
 from shapelens.engine.recording.code_info import NO_STATEMENT, CodeInfo
 from shapelens.engine.recording.reading import Reader
@@ -109,6 +110,9 @@ class StatementRecorder:
         self._reader = Reader(records)
         self._read_names = self._reader.read_names
         self._scan = facts.scan
+        self.replay: Replay | None = None
+        """Replays of failing statements (the engine's choice: not where fake tensors or the
+        memory watch already run, nor where torch.compile regions really compile)."""
         if dispatch.wants(NonfiniteRead):
             self._reader.check_value = self._value_read
         self._last_exception: tuple[int, type] | None = None
@@ -241,10 +245,27 @@ class StatementRecorder:
         found: list[Finding] = []
         if failed is not None:  # the call itself was seen: explained by what it was passed
             found = self.dispatch.emit(CallFailed(exc=exc, failed=failed, info=info, line=line))
-        if not found:  # a hit the op watch did not follow: the values the statement names
+        elif self.replay is not None and names_tensors(info, line, frame):
+            found = self._replayed(frame, info, line, exc)
+        if not found:  # no call seen, even replayed: the values the statement names
             found = self.dispatch.emit(Raised(exc=exc, frame=frame, info=info, line=line))
         if found:
             self._pending_errors = [*self._pending_errors[-7:], (key, found)]
+
+    def _replayed(
+        self, frame: FrameType, info: CodeInfo, line: int, exc: BaseException
+    ) -> list[Finding]:
+        """The failing call of a hit the op watch did not follow, seen by running the
+        statement again on fake copies (:mod:`~shapelens.engine.findings.replay`)."""
+        assert self.replay is not None
+        replayed = self.replay.run(frame, info, line, exc)
+        if replayed is None:
+            return []
+        seen = CallFailed(
+            exc=exc, failed=replayed.failed, info=info, line=line,
+            provenance=replayed.provenance, origin_of=replayed.origin_of,
+        )  # fmt: skip
+        return self.dispatch.emit(seen)
 
     def on_news(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` whenever a read sees something new (the module tree wakes)."""

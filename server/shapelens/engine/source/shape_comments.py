@@ -77,6 +77,7 @@ _BETWEEN = re.compile(r"\s*(?:->|=>|→|@|x|×|\*|\+|-|/)\s*")
 _TARGET = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*:\s*")
 _IMPLICIT_PRODUCT = re.compile(r"\b(\d+)([A-Za-z_])")
 _OPEN = {"(": ")", "[": "]"}
+_NOT_TARGETS = frozenset({"shape", "shapes", "size", "sizes", "dims"})
 _ANOTHER_SHAPE = re.compile(r"[(\[][^()\[\]]*,[^()\[\]]*[)\]]")
 
 
@@ -89,7 +90,11 @@ def parse_comment(comment: str, column: int = 0, line: int = 0) -> ShapeComment 
     offset += len(body) - len(stripped)
     target = None
     named = _TARGET.match(stripped)
-    if named is not None and stripped[named.end() : named.end() + 1] in _OPEN:
+    if (
+        named is not None
+        and stripped[named.end() : named.end() + 1] in _OPEN
+        and named.group(1).lower() not in _NOT_TARGETS  # "# Shape: (B, T, C)" names no variable
+    ):
         target = named.group(1)
         offset += named.end()
         stripped = stripped[named.end() :]

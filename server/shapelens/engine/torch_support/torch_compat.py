@@ -141,6 +141,18 @@ def version(torch: Any) -> tuple[int, int]:
     return (int(found[1]), int(found[2])) if found else (0, 0)
 
 
+def replay_fake_mode() -> Any:
+    """A fake mode that takes real tensors too (a module's parameters met during a replay of
+    a failing statement): it computes metadata only."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+FAKE_TENSOR_LOGGER = "torch._subclasses.fake_tensor"
+"""Where fake kernels log a failure they re-raise (a traceback on stderr, every version)."""
+
+
 def unset_fake_temporarily() -> Any:
     """A context in which tensors are made real again."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily as unset

@@ -22,8 +22,9 @@ import ast
 from collections.abc import Sequence
 from typing import Any
 
-from shapelens.engine.findings.context import RunFacts, shape_of
+from shapelens.engine.findings.context import RunFacts, load_paths, resolver, shape_of
 from shapelens.engine.findings.events import CallRan, ValuesChanged
+from shapelens.engine.findings.op_names import op_label
 from shapelens.engine.findings.op_watch import Called
 from shapelens.engine.findings.rule import Rule
 from shapelens.engine.findings.shapes import numel
@@ -80,13 +81,18 @@ class DegenerateRule(Rule[CallRan | ValuesChanged]):
         if isinstance(seen, ValuesChanged):
             return self._rank_changed(info, line)
         called = seen.called
-        if not called.direct or not called.args or not called.results:
+        if not (called.direct or called.wrapper is not None) or not called.args:
             return []
-        name = called.op.rsplit(".", 1)[-1]
+        if not called.results:
+            return []
+        # A torch.nn module called on the line is judged as the call it makes (nn.Softmax as
+        # F.softmax); a user's module's calls are its own lines' business.
+        op = called.op if called.wrapper is None else op_label(called.func)
+        name = op.rsplit(".", 1)[-1]
         if name not in _JUDGED:
             return []  # and not counted: the broadcast rule counts operators ("+") there
-        index = seen.counts.get(called.op, 0)
-        seen.counts[called.op] = index + 1
+        index = seen.counts.get(op, 0)
+        seen.counts[op] = index + 1
         x = called.args[0]
         shape = shape_of(x)
         if not shape:
@@ -94,14 +100,28 @@ class DegenerateRule(Rule[CallRan | ValuesChanged]):
         if name == "squeeze":
             return self._squeeze(seen, index, x, shape)
         advice = _degenerate(name, called, shape)
-        key = (info.file, line, called.op, index)
+        key = (info.file, line, op, index)
         count = self._size_one.get(key, 0)
         if count < 0 or (key not in self._size_one and len(self._size_one) >= _MAX_KEYS):
             return []
         self._size_one[key] = count = count + 1 if advice else -1
         if advice is None or count < CONFIRM:
             return []
-        return self._report(info, line, called.op, self._operand(seen, index, x, shape), advice)
+        if called.wrapper is not None:
+            return self._report_wrapper(seen, x, shape, advice)
+        return self._report(info, line, op, self._operand(seen, index, x, shape), advice)
+
+    def _report_wrapper(
+        self, seen: CallRan, x: Any, shape: tuple[int, ...], advice: str
+    ) -> list[Finding]:
+        """A torch.nn module called on the line did nothing useful: named as written
+        (```self.softmax` (Softmax)``), its input by its text at the call."""
+        wrapper = seen.called.wrapper
+        call = _module_call(seen.info.source.statements.get(seen.line), wrapper, seen.called)
+        label = ast.unparse(call.func) if call is not None else "module"
+        given = ast.unparse(call.args[0]) if call is not None and call.args else "input"
+        op = f"`{label}` ({type(wrapper).__name__})"
+        return self._report(seen.info, seen.line, op, self.facts.operand(given, x, shape), advice)
 
     # -- squeeze ---------------------------------------------------------------------
     def _squeeze(self, seen: CallRan, index: int, x: Any, shape: tuple[int, ...]) -> list[Finding]:
@@ -255,6 +275,19 @@ def _input_text(statement: ast.AST, op: str, index: int) -> str | None:
             calls.append((node.end_lineno or 0, node.end_col_offset or 0, target))
     calls.sort(key=lambda call: (call[0], call[1]))
     return ast.unparse(calls[index][2]) if index < len(calls) else None
+
+
+def _module_call(statement: ast.AST | None, module: Any, called: Called) -> ast.Call | None:
+    """The call of ``module`` in the statement (``self.softmax(scores)``)."""
+    if statement is None:
+        return None
+    resolve = resolver(called.frame)
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Call):
+            paths = load_paths(node.func)
+            if paths and resolve(paths[0]) is module:
+                return node
+    return None
 
 
 def _is_namespace(node: ast.expr) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from shapelens.engine.findings.call_trials import Verdict, tensors_of
-from shapelens.engine.findings.context import Named, RunFacts, load_paths, resolver
+from shapelens.engine.findings.context import Named, OriginOf, RunFacts, load_paths, resolver
 from shapelens.engine.findings.events import CallFailed
 from shapelens.engine.findings.op_names import OPERATOR_OF, name_of, op_label
 from shapelens.engine.findings.op_watch import FailedCall
@@ -28,7 +28,6 @@ from shapelens.engine.findings.rules.mismatch import (
     fails_next,
     operand_of,
 )
-from shapelens.engine.recording import values
 from shapelens.engine.source.source_map import SourceMaps
 from shapelens.trace.finding import CauseStep, Finding, Operand
 
@@ -52,6 +51,9 @@ class ExplainByCall:
         self.facts = facts
         self._declarations = declarations
         self._provenance = facts.provenance
+        self._origin_of = facts.origin_of
+        """Where the values of the call being explained were born: the run's records, or a
+        replay's (its fake copies stand for the program's tensors)."""
 
     def explain(self, seen: CallFailed) -> list[Finding]:
         try:
@@ -61,6 +63,8 @@ class ExplainByCall:
 
     def _explain(self, seen: CallFailed) -> list[Finding]:
         failed, info = seen.failed, seen.info
+        self._provenance = seen.provenance or self.facts.provenance
+        self._origin_of = seen.origin_of or self.facts.origin_of
         verdict = failed.verdict
         statement = info.source.statements.get(seen.line)
         resolve = resolver(failed.frame)
@@ -71,11 +75,9 @@ class ExplainByCall:
         shown: list[Operand] = []
         for operand in named:
             odd = id(operand.value) in odd_values
-            shown.append(
-                operand_of(operand, self.facts.origin_of, odd=odd, declared_at=declared_at)
-            )
-        shown[:0] = _inner_module(failed, named, declared_at, self.facts)
-        text = str(failed.exc).strip()
+            shown.append(operand_of(operand, self._origin_of, odd=odd, declared_at=declared_at))
+        shown[:0] = _inner_module(failed, named, declared_at, self.facts, self._origin_of)
+        text = str(seen.exc).strip()  # the program's error (a replay's fake one is worded apart)
         finding = Finding(
             kind=verdict.kind,
             severity="error",
@@ -93,7 +95,7 @@ class ExplainByCall:
             if verdict.kind == "dtype_mismatch":  # integer indices beside floats are normal
                 relevant = [n for n in named if n.is_module or str(n.dtype).startswith(_FLOATS)]
             by_majority = explain(
-                verdict.kind, relevant, self.facts.origin_of, info.file, seen.line,
+                verdict.kind, relevant, self._origin_of, info.file, seen.line,
                 finding.error or "", declared_at=declared_at,
             )  # fmt: skip
             if by_majority is not None:
@@ -108,7 +110,7 @@ class ExplainByCall:
         found = [finding]
         if verdict.kind in ("device_mismatch", "dtype_mismatch"):
             extra = fails_next(
-                verdict.kind, named, self.facts.origin_of, info.file, seen.line,
+                verdict.kind, named, self._origin_of, info.file, seen.line,
                 finding.expression,
             )  # fmt: skip
             if extra is not None:
@@ -143,7 +145,7 @@ class ExplainByCall:
         return tuple(steps[:MAX_CHAIN])
 
     def _bound_at(self, value: Any) -> tuple[str, int, str | None] | None:
-        origin = self.facts.origin_of(value)
+        origin = self._origin_of(value)
         if origin is None:
             return None
         return (
@@ -289,7 +291,8 @@ def _named(label: str, value: Any, *, module: bool = False) -> Named | None:
             if first is None:
                 return None
             return Named(label, value, None, first.dtype, first.device, True)
-        if values.kind_of(value) != values.TORCH:
+        # A tensor, or a replay's fake copy of one (the kinds of values ignore stand-ins).
+        if not isinstance(value, sys.modules["torch"].Tensor):
             return None
         return Named(label, value, tuple(value.shape), value.dtype, value.device, False)
     except Exception:
@@ -320,7 +323,11 @@ def _advice(failed: FailedCall, verdict: Verdict) -> str | None:
 
 
 def _inner_module(
-    failed: FailedCall, named: list[Named], declared_at: DeclaredAt, facts: RunFacts
+    failed: FailedCall,
+    named: list[Named],
+    declared_at: DeclaredAt,
+    facts: RunFacts,
+    origin_of: OriginOf,
 ) -> list[Operand]:
     """The module inside the one the user called that raised (the ``Linear`` in a
     ``Sequential``), with what it expects and its own line in the declaration, and the
@@ -344,7 +351,7 @@ def _inner_module(
     found = [operand]
     reached = _named(f"{inner_named.label} input", arguments[0]) if arguments else None
     if reached is not None:
-        found.append(operand_of(reached, facts.origin_of, odd=False))
+        found.append(operand_of(reached, origin_of, odd=False))
     return found
 
 

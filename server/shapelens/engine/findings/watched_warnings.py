@@ -1,0 +1,90 @@
+"""The warnings of a watched torch call, shown as without the op watch.
+
+The op watch's torch function mode sits between the program and torch: torch's
+``warnings.warn(..., stacklevel=2)`` then names the mode's frame, a C++ warning the
+innermost Python frame (the mode's again), and every warning of every watched call shares
+that one location, so Python's once-per-location filter shows the first and swallows the
+others. The mode keeps a call's warnings aside and shows each again at the program's own
+frame, through the program's filters and that module's registry.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from types import FrameType
+from typing import Any, cast
+
+_ALWAYS = ("always", None, Warning, None, 0)
+
+
+def capture_warnings(shown: list[warnings.WarningMessage]) -> Any:
+    """Keep every warning of a watched call in ``shown`` instead of showing it. The filter
+    goes in (and out) in place: ``catch_warnings`` would bump the filters' version, and
+    every module's once-per-location registry would start over."""
+
+    def capture(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: Any = None,
+        line: str | None = None,
+    ) -> None:
+        shown.append(warnings.WarningMessage(message, category, filename, lineno, file, line))
+
+    saved = warnings.showwarning
+    _filters().insert(0, _ALWAYS)
+    warnings.showwarning = capture
+    return saved
+
+
+def release_warnings(saved: Any) -> None:
+    warnings.showwarning = saved
+    filters = _filters()
+    for index, entry in enumerate(filters):
+        if entry is _ALWAYS:
+            del filters[index]
+            break
+
+
+def _filters() -> list[Any]:
+    """The warnings module's filter list itself (typeshed calls it a Sequence)."""
+    return cast(list[Any], warnings.filters)
+
+
+def reissue(
+    shown: list[warnings.WarningMessage], func: Any, caller: FrameType, mode_file: str
+) -> None:
+    """Warnings a watched call gave, shown as plain Python shows them: where they point
+    at the mode's module (torch's ``stacklevel`` counted the mode's frame, a C++ warning
+    names the innermost Python frame) they point at the frame that made the call instead,
+    and the program's filters and that module's registry decide (once per location)."""
+    frame = _calling_frame(func, caller)
+    for message in shown:
+        filename, lineno, where = message.filename, message.lineno, None
+        if frame is not None and filename == mode_file:
+            filename, lineno, where = frame.f_code.co_filename, frame.f_lineno, frame.f_globals
+        if where is None:
+            warnings.warn_explicit(message.message, message.category, filename, lineno)
+            continue
+        warnings.warn_explicit(
+            message.message, message.category, filename, lineno,
+            module=where.get("__name__"), registry=where.setdefault("__warningregistry__", {}),
+            module_globals=where,
+        )  # fmt: skip
+
+
+def _calling_frame(func: Any, caller: FrameType | None) -> FrameType | None:
+    """The frame that called ``func`` as the program wrote it: past torch's hand-over to the
+    mode (``handle_torch_function``) and the outer call of ``func`` that handed it over."""
+    code = getattr(func, "__code__", None)
+    frame = caller
+    while frame is not None and frame.f_code.co_filename.endswith(_OVERRIDES_FILE):
+        frame = frame.f_back
+    if frame is not None and code is not None and frame.f_code is code:
+        frame = frame.f_back
+    return frame
+
+
+_OVERRIDES_FILE = os.path.join("torch", "overrides.py")

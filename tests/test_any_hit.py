@@ -1,0 +1,139 @@
+"""A torch call that fails on a hit the op watch does not follow (the last, smaller batch of
+an epoch, long after the first hits) is explained as on hit 1: the call, every operand as
+passed, and the chain back to the line where the wrong size was written. The failing
+statement runs again on fake copies, leaving the program's tensors and output as they were."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from conftest import CHILD_PYTHON, line_of, need, run_cli
+
+need("torch")
+
+MODEL = """
+import torch
+from torch import nn
+
+
+class Classifier(nn.Module):
+    def __init__(self, batch_size, features=784, classes=10):
+        super().__init__()
+        self.batch_size = batch_size
+        self.fc1 = nn.Linear(features, 64)
+        self.fc2 = nn.Linear(64, classes)
+
+    def forward(self, images):
+        flat = images.view(self.batch_size, -1)
+        hidden = torch.relu(self.fc1(flat))
+        return self.fc2(hidden)
+"""
+
+TRAIN = """
+import argparse
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from model import Classifier
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--batch-size", type=int, default=16)
+parser.add_argument("--samples", type=int, default=2008)
+args = parser.parse_args()
+
+torch.manual_seed(0)
+data = TensorDataset(torch.randn(args.samples, 1, 28, 28), torch.randint(0, 10, (args.samples,)))
+loader = DataLoader(data, batch_size=args.batch_size, shuffle=True)
+model = Classifier(args.batch_size)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+loss_fn = torch.nn.CrossEntropyLoss()
+
+for step, (images, labels) in enumerate(loader):
+    logits = model(images)
+    loss = loss_fn(logits, labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if step % 50 == 0:
+        print(f"step {step} loss {loss.item():.3f}")
+"""
+
+
+def _error(run: Any) -> dict[str, Any]:
+    assert run.trace is not None, run.stderr
+    errors = [f for f in run.trace["findings"] if f["severity"] == "error"]
+    assert len(errors) == 1, run.trace["findings"]
+    [finding] = run.findings(errors[0]["kind"])
+    return finding  # type: ignore[no-any-return]
+
+
+def test_the_last_smaller_batch_is_explained_as_on_hit_one(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """2008 samples in batches of 16: the 126th batch holds 8, and the batch size written
+    into ``view`` makes (16, 392) of it, which fc1 (784 in) refuses. By then reads and the op
+    watch have long been sampling: the failure alone has to tell the whole story."""
+    model = script(MODEL, "model.py")
+    train = script(TRAIN, "train.py")
+    run = run_cli("train.py", cwd=tmp_path)
+    assert run.returncode == 1
+    assert "mat1 and mat2 shapes cannot be multiplied (16x392 and 784x64)" in run.stderr
+    finding = _error(run)
+    assert (finding["kind"], finding["line"]) == ("shape_mismatch", line_of(model, "hidden ="))
+    # The program's own error, not the replay's (a fake kernel words it otherwise).
+    assert finding["error"] == "mat1 and mat2 shapes cannot be multiplied (16x392 and 784x64)"
+    assert finding["op"] == "`self.fc1` (Linear)"
+    operands = {o["name"]: o for o in finding["operands"]}
+    assert operands["flat"]["shape"] == [16, 392]
+    assert operands["self.fc1"]["module"]["expects"] == {"in_features": 784}
+    chain = [(Path(s["file"]).name, s["line"], s.get("op")) for s in finding["chain"]]
+    assert chain == [
+        ("train.py", line_of(train, "for step, (images"), None),  # the batch of 8 came from
+        ("model.py", line_of(model, "flat ="), "Tensor.view"),  # where 16 was written in
+    ]
+    assert finding["chain"][0]["after"]["shape"] == [8, 1, 28, 28]
+    assert finding["chain"][1]["after"]["shape"] == [16, 392]
+
+
+FORWARD_THAT_PRINTS = """
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+norm = nn.BatchNorm1d(4)
+head = nn.Linear(4, 2)
+
+
+def forward(batch, rows):
+    print("forward", batch.shape[0])
+    normed = norm(batch)
+    return head(normed.reshape(rows, -1))
+
+
+batches = [torch.randn(8, 4) for _ in range(300)] + [torch.randn(6, 4)]
+try:
+    for batch in batches:
+        out = forward(batch, 8)
+except RuntimeError as err:
+    print("caught:", str(err).splitlines()[0])
+print("tracked", int(norm.num_batches_tracked), round(float(norm.running_mean.sum()), 6))
+"""
+
+
+def test_a_replay_leaves_the_programs_tensors_and_output_alone(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The program catches the error and goes on: its BatchNorm's running statistics and
+    what it prints are those of plain ``python``, though the failing call ran again."""
+    main = script(FORWARD_THAT_PRINTS)
+    plain = subprocess.run(
+        [CHILD_PYTHON or sys.executable, "main.py"], cwd=tmp_path, capture_output=True, text=True
+    )
+    run = run_cli("main.py", cwd=tmp_path)
+    assert run.returncode == plain.returncode == 0, run.stderr
+    assert run.stdout == plain.stdout
+    assert run.stdout.count("forward") == 301
+    assert "caught: mat1 and mat2 shapes cannot be multiplied (8x3 and 4x2)" in run.stdout
+    assert run.trace is not None
+    assert [f["kind"] for f in run.trace["findings"] if f["severity"] == "error"] == []
+    assert run.line(main, line_of(main, "return head")) is not None
