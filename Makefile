@@ -53,8 +53,10 @@ run: install
 # then the end-to-end test alone (a browser driving code-server, timing-sensitive). Each suite is spread over PYTEST_WORKERS processes (a test
 # mostly waits on a traced child, so more workers than cores keep both busy; a file's tests
 # stay together in one worker, in order). --output-sync keeps each part's output together.
+# tests/test_library_stack.py runs in the compatibility stage, in the venv it makes (being
+# made in the background while these suites run).
 PYTEST_WORKERS ?= 3
-PYTEST_ARGS := -q -n $(PYTEST_WORKERS) --dist loadfile
+PYTEST_ARGS := -q -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/test_library_stack.py
 test:
 	$(MAKE) -j3 --output-sync=target install other-venvs node_modules/.installed
 	$(MAKE) bytecode
@@ -124,7 +126,8 @@ other-venvs: other-venvs-torch install
 # own frame locals) run the tests marked `backend` (pyproject.toml): those whose outcome
 # depends on how the tracer sees the program (line and call events, frames and their
 # locals, imports, debugpy, notebook kernels, snoop). The compatibility stage runs the
-# corpus, shape-only runs, the module tree and failing calls on 3.12 with torch 2.14 too.
+# corpus, shape-only runs, the module tree and failing calls on 3.12 with torch 2.14 too,
+# and programs that use transformers, timm, Lightning and einops.
 pytest-other-pythons: pytest-monitoring pytest-backend-subset
 
 pytest-monitoring: other-venvs
@@ -143,8 +146,9 @@ pytest-backend-subset: other-venvs
 	done
 
 # The compatibility stage: the oldest and newest torch through --python (torch 2.4.1 on 3.10
-# and 3.11, 2.14.1 on 3.12), each in a cached venv under .venv-compat/ (a CUDA build from
-# PyPI, ~5 GB each), time-boxed to 8 minutes (scripts/test_compat.sh says what runs).
+# and 3.11, 2.14.1 on 3.12 with the libraries people train with), each in a cached venv
+# under .venv-compat/ (a CUDA build from PyPI, ~5 GB each), time-boxed to 8 minutes
+# (scripts/test_compat.sh says what runs).
 test-compat: install compat-venvs
 	UV=$(UV) PY=$(PY) PYENV_ROOT=$(PYENV_ROOT) scripts/test_compat.sh
 

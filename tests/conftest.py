@@ -49,6 +49,57 @@ def child_python() -> list[str]:
     return ["--python", CHILD_PYTHON] if CHILD_PYTHON else []
 
 
+LIBRARY_STACK = (
+    "torch",
+    "torchvision",
+    "transformers",
+    "lightning",
+    "timm",
+    "einops",
+    "accelerate",
+)
+"""What people train with: scripts/test_compat.sh pins them in its py312-torch214 set."""
+LIBRARY_PYTHON_VARIABLE = "SHAPELENS_LIBRARY_PYTHON"
+DEFAULT_LIBRARY_PYTHON = REPO / ".venv-compat" / "py312-torch214" / "bin" / "python"
+_PRINT_MISSING = (
+    "import importlib.util, sys\n"
+    "print(*(name for name in sys.argv[1:] if importlib.util.find_spec(name) is None))"
+)
+
+
+def _stack_missing(python: str) -> str | None:
+    """What of LIBRARY_STACK ``python`` lacks, or None. Found, not imported (importing them
+    all takes 6 s of CPU): a broken one fails the test that imports it."""
+    if not os.path.exists(python):
+        return f"{python} does not exist"
+    check = subprocess.run(
+        [python, "-c", _PRINT_MISSING, *LIBRARY_STACK], capture_output=True, text=True, timeout=60
+    )
+    if check.returncode != 0:
+        lines = check.stderr.strip().splitlines() or [f"exit status {check.returncode}"]
+        return f"{python} fails: {lines[-1]}"
+    missing = check.stdout.split()
+    return f"{python} lacks {', '.join(missing)}" if missing else None
+
+
+@pytest.fixture(scope="session")
+def library_python() -> str:
+    """An interpreter that has LIBRARY_STACK, for programs traced with ``--python``:
+    $SHAPELENS_LIBRARY_PYTHON (the compatibility stage sets it; one that lacks the stack
+    fails the tests), else the compatibility stage's py312 venv when it has the stack.
+    Without one the tests skip here and fail in CI, as with need()."""
+    configured = os.environ.get(LIBRARY_PYTHON_VARIABLE)
+    python = configured or str(DEFAULT_LIBRARY_PYTHON)
+    missing = _stack_missing(python)
+    if missing is None:
+        return python
+    if configured:
+        pytest.fail(f"{LIBRARY_PYTHON_VARIABLE} is set, but {missing}", pytrace=False)
+    if IN_CI:
+        pytest.fail(f"CI runs every test, and {missing}", pytrace=False)
+    pytest.skip(f"needs the library stack (make compat-venvs): {missing}")
+
+
 @dataclass
 class Run:
     returncode: int
@@ -121,33 +172,36 @@ def normalised_trace(trace: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-_FORK_SERVER: WarmRunner | None = None
+_FORK_SERVERS: dict[str, WarmRunner] = {}
 
 
-def _fork_server() -> dict[str, str]:
-    """SHAPELENS_FORK_SERVER for ``shapelens run``: one fork server per test process, started
-    on first use, so a run costs a fork, not an interpreter start and ``import torch`` (~2 s
-    of CPU). Tests of how a run's process starts pass ``cold=True``."""
-    global _FORK_SERVER
-    if _FORK_SERVER is None:
-        _FORK_SERVER = WarmRunner(CHILD_PYTHON or sys.executable)
+def _fork_server(python: str | None = None) -> dict[str, str]:
+    """SHAPELENS_FORK_SERVER for ``shapelens run``: one fork server per interpreter (default
+    CHILD_PYTHON) and test process, started on first use, so a run costs a fork, not an
+    interpreter start and ``import torch`` (~2 s of CPU). Tests of how a run's process
+    starts pass ``cold=True``."""
+    python = python or CHILD_PYTHON or sys.executable
+    server = _FORK_SERVERS.get(python)
+    if server is None:
+        server = _FORK_SERVERS[python] = WarmRunner(python)
     deadline = time.monotonic() + 120
-    while not _FORK_SERVER.ready:
+    while not server.ready:
         if time.monotonic() > deadline:
             return {}  # not started (it says nothing): cold runs, still correct
         time.sleep(0.05)
-    return {FORK_SERVER_VARIABLE: _FORK_SERVER.directory}
+    return {FORK_SERVER_VARIABLE: server.directory}
 
 
 def suite_fork_server_pid() -> int | None:
     """The process id of this process's fork server (started when not yet)."""
     _fork_server()
-    return None if _FORK_SERVER is None else _FORK_SERVER.server_pid
+    server = _FORK_SERVERS.get(CHILD_PYTHON or sys.executable)
+    return None if server is None else server.server_pid
 
 
 def pytest_sessionfinish() -> None:
-    if _FORK_SERVER is not None:
-        _FORK_SERVER.close()
+    for server in _FORK_SERVERS.values():
+        server.close()
 
 
 def run_cli(
@@ -157,13 +211,16 @@ def run_cli(
     timeout: float = 120,
     env: dict[str, str] | None = None,
     cold: bool = False,
+    python: str | None = None,
 ) -> Run:
     """``shapelens run --json TRACE ARGS`` in ``cwd``; the trace is read back when written.
-    The run is forked from this process's fork server unless ``cold``."""
+    The program runs in ``python`` (``--python``; default CHILD_PYTHON), forked from this
+    process's fork server for that interpreter unless ``cold``."""
     trace_path = cwd / ".trace.json"
     if trace_path.exists():
         trace_path.unlink()
-    command = [sys.executable, "-m", "shapelens", "run", *child_python(), "--json", str(trace_path)]
+    interpreter = ["--python", python] if python else child_python()
+    command = [sys.executable, "-m", "shapelens", "run", *interpreter, "--json", str(trace_path)]
     command += args
     process = subprocess.run(
         command,
@@ -172,7 +229,7 @@ def run_cli(
         capture_output=True,
         text=True,
         timeout=timeout,
-        env={**os.environ, **({} if cold else _fork_server()), **(env or {})},
+        env={**os.environ, **({} if cold else _fork_server(python)), **(env or {})},
     )
     trace = json.loads(trace_path.read_text()) if trace_path.exists() else None
     return Run(process.returncode, process.stdout, process.stderr, trace)
