@@ -180,18 +180,27 @@ class Raised(Event):
 
 
 class Warned(Event):
-    """A warning is being shown while ``frame``, the innermost frame of user code, runs."""
+    """A warning is being shown while ``frame``, the innermost frame of user code, runs;
+    ``filename``: where the warning says it comes from."""
 
-    __slots__ = ("category", "frame", "info", "issued_here", "message")
+    __slots__ = ("category", "filename", "frame", "info", "issued_here", "message")
 
     def __init__(
-        self, *, message: str, category: type, frame: FrameType, info: CodeInfo, issued_here: bool
+        self,
+        *,
+        message: str,
+        category: type,
+        frame: FrameType,
+        info: CodeInfo,
+        issued_here: bool,
+        filename: str = "",
     ) -> None:
         self.message = message
         self.category = category
         self.frame = frame
         self.info = info
         self.issued_here = issued_here
+        self.filename = filename
 
 
 class RanOutOfMemory(Event):

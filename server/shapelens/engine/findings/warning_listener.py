@@ -12,8 +12,8 @@ from typing import Any
 from shapelens.engine import SHAPELENS_DIR
 from shapelens.engine.recording.code_info import CodeInfo
 
-OnWarning = Callable[[str, type], None]
-"""``(message, category)``: a warning is being shown."""
+OnWarning = Callable[[str, type, str], None]
+"""``(message, category, filename)``: a warning is being shown, located in ``filename``."""
 
 
 class WarningListener:
@@ -38,7 +38,7 @@ class WarningListener:
             line: str | None = None,
         ) -> None:
             with contextlib.suppress(Exception):  # never an error in the user's program
-                listener.on_warning(str(message), category)
+                listener.on_warning(str(message), category, filename)
             previous(message, category, filename, lineno, file, line)
 
         self._installed = showwarning

@@ -467,13 +467,13 @@ class StatementRecorder:
         if self._changes:
             self._add(self.dispatch.emit(ValuesChanged(info=info, line=line)))
 
-    def _on_warning(self, message: str, category: type) -> None:
+    def _on_warning(self, message: str, category: type, filename: str) -> None:
         """A warning is being shown: place it on the innermost user line that is running."""
         found = warned_from(sys._getframe(1), self.known)
         if found is not None:
             frame, info, issued_here = found
             seen = Warned(
                 message=message, category=category, frame=frame, info=info,
-                issued_here=issued_here,
+                issued_here=issued_here, filename=filename,
             )  # fmt: skip
             self._add(self.dispatch.emit(seen))

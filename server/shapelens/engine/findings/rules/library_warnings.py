@@ -30,8 +30,11 @@ BUG_WARNING = re.compile(
 OnWarning = Callable[[str, type], None]
 
 
+_DEPRECATIONS = (DeprecationWarning, PendingDeprecationWarning, FutureWarning)
+
+
 def severity_of(message: str, category: type) -> Severity:
-    if issubclass(category, (DeprecationWarning, PendingDeprecationWarning, FutureWarning)):
+    if issubclass(category, _DEPRECATIONS):
         return "info"
     return "warning" if BUG_WARNING.search(message) else "info"
 
@@ -48,11 +51,16 @@ class LibraryWarningRule(Rule[Warned]):
         super().__init__(facts)
         self._warned: set[tuple[str, int, str]] = set()
 
+    def _in_user_code(self, filename: str) -> bool:
+        return bool(filename) and self.facts.scope.user_file(filename) is not None
+
     def observe(self, seen: Warned, /) -> list[Finding]:
         info, frame, message = seen.info, seen.frame, seen.message
         line = info.statement_of.get(frame.f_lineno, frame.f_lineno)
         if seen.issued_here and _calls_warn(info.source.statements.get(line)):
             return []  # the user's own warnings.warn(...)
+        if issubclass(seen.category, _DEPRECATIONS) and not self._in_user_code(seen.filename):
+            return []  # a library calling another's deprecated API: nothing the user can change
         first = message.strip().splitlines()[0] if message.strip() else seen.category.__name__
         key = (info.file, line, first)
         if key in self._warned:
