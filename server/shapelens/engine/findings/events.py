@@ -10,7 +10,7 @@ elementwise operators only (``"operators"``).
 
 from __future__ import annotations
 
-from types import FrameType
+from types import FrameType, TracebackType
 from typing import Any, ClassVar, Literal
 
 from shapelens.engine.findings.context import OriginOf
@@ -167,16 +167,26 @@ class CallFailed(Event):
 
 class Raised(Event):
     """An exception was raised in ``frame`` (user code) while its statement ``line`` ran,
-    and no rule explained it from the failing call (:class:`CallFailed`); the engine reports
-    the findings if the run ends with this exception."""
+    and no rule explained it from the failing call (:class:`CallFailed`); ``tb``: its
+    traceback from ``frame`` inwards (on 3.11 the exception's own is set only later). The
+    engine reports the findings if the run ends with this exception."""
 
-    __slots__ = ("exc", "frame", "info", "line")
+    __slots__ = ("exc", "frame", "info", "line", "tb")
 
-    def __init__(self, *, exc: BaseException, frame: FrameType, info: CodeInfo, line: int) -> None:
+    def __init__(
+        self,
+        *,
+        exc: BaseException,
+        frame: FrameType,
+        info: CodeInfo,
+        line: int,
+        tb: TracebackType | None = None,
+    ) -> None:
         self.exc = exc
         self.frame = frame
         self.info = info
         self.line = line
+        self.tb = tb if tb is not None else exc.__traceback__
 
 
 class Warned(Event):

@@ -26,6 +26,9 @@ def name_of(func: Any) -> str:
 def op_label(func: Any) -> str:
     """``torch.dot``, ``Tensor.mean``, ``F.cross_entropy``, ``@`` as the user wrote it."""
     name = name_of(func)
+    owner = getattr(func, "__self__", None)
+    if name == "__get__" and hasattr(owner, "__objclass__"):  # a property: ``x.T``
+        return f"Tensor.{name_of(owner)}"
     operator = OPERATOR_OF.get(name)
     module = str(getattr(func, "__module__", None) or "")
     qualname = str(getattr(func, "__qualname__", name))

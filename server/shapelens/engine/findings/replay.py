@@ -8,14 +8,16 @@ here, while the failing frame is still alive: its statement runs again under a f
 mode that sees every call. The call that fails is kept with its operands as passed, and
 each result with the line that made it, so the finding and its chain are those of hit 1.
 
-To reach the line where a wrong value started, the replay starts from the caller's
-statement when the failing code runs once per call there (``out = model(x)`` runs
-``forward`` from its top again); never across a loop over data (a DataLoader would start
-over), a generator, or past :data:`MAX_OUTER` callers. A replay whose failure is not the
-program's (another line, or none) is dropped, and an inner start is tried. Its output is
-discarded; Python state that the replayed code changes (a counter in a ``forward``) changes
-again. At most :data:`MAX_REPLAYS` per run, each within :data:`MAX_OPS` torch calls and
-:data:`MAX_SECONDS`.
+While the program runs, only the failing statement runs again: below the innermost frame
+of user code there is only library code, and the program may catch the error and go on.
+To reach the line where a wrong value started, once the run has ended with the error
+(:meth:`Replay.run_outer`: nothing of the program runs after it) a replay starts from a
+caller's statement in the traceback when the failing code runs once per call there (``out =
+model(x)`` runs ``forward`` from its top again); never across a loop over data (a
+DataLoader would start over), a generator, or past :data:`MAX_OUTER` callers. A replay
+whose failure is not the program's (another line, or none) is dropped, and an inner start
+is tried. Its output is discarded. At most :data:`MAX_REPLAYS` per run, each within
+:data:`MAX_OPS` torch calls and :data:`MAX_SECONDS`.
 """
 
 from __future__ import annotations
@@ -90,15 +92,36 @@ class Replay:
         self, frame: FrameType, info: CodeInfo, line: int, exc: BaseException
     ) -> Replayed | None:
         """``exc`` left ``frame`` (user code, statement ``line``) from a torch call the op watch
-        did not see: the replay that fails there, or None."""
+        did not see: the replay of that statement that fails there, or None."""
+        return self._first((frame, info, line), [(frame, info, line)], exc)
+
+    def run_outer(
+        self, frame: FrameType, info: CodeInfo, line: int, exc: BaseException
+    ) -> Replayed | None:
+        """The run ended with ``exc``, which left ``frame`` (statement ``line``): the replay
+        from the outermost caller that reaches the failure again (the inner ones after)."""
+        starts = self._starts(frame, info, line)
+        if len(starts) < 2:
+            return None
+        return self._first((frame, info, line), starts[:-1], exc)
+
+    def _first(
+        self,
+        failing: tuple[FrameType, CodeInfo, int],
+        starts: list[tuple[FrameType, CodeInfo, int]],
+        exc: BaseException,
+    ) -> Replayed | None:
         torch = sys.modules.get("torch")
         if torch is None or self.left <= 0 or torch_compat.dispatch_mode_active(torch):
             return None
         compiler = getattr(torch, "compiler", None)
         if compiler is not None and compiler.is_compiling():
             return None
+        if torch_compat.function_mode_depth(torch) != 0:
+            return None  # another mode (the user's, the op watch's) would see the replay
         self.left -= 1
-        for start in self._starts(frame, info, line):
+        frame, _, line = failing
+        for start in starts:
             try:
                 replayed = _Attempt(self, torch, start, (frame.f_code, line)).run()
             except Exception:
@@ -170,10 +193,10 @@ class _Attempt:
         self.code: CodeType | None = None
 
     def run(self) -> Replayed | None:
-        expression = expression_of(self.info.source.statements.get(self.line))
-        if expression is None:
+        statement = self.info.source.statements.get(self.line)
+        self.code = _replayable(statement, self.frame, self.torch, self.info.file)
+        if self.code is None:
             return None
-        self.code = _compiled(expression, self.info.file)
         namespace = self._fake_locals()
         with _quiet(), self.fake_mode, _mode_class(self.torch)(self):
             try:
@@ -230,9 +253,9 @@ class _Attempt:
         if found is not None or name is None:
             return found
         info = self.info  # not read on this hit: the statement that binds the local
-        lines = [n for n, stored in info.stores.items() if name in stored and n <= self.line]
-        if lines:
-            return Bound(info.file, max(lines), name, is_argument=False)
+        line = _binding_line(info, name, self.line)
+        if line is not None:
+            return Bound(info.file, line, name, is_argument=False)
         if name in info.arg_names:
             return Bound(info.file, info.def_line, name, is_argument=True)
         return None
@@ -338,12 +361,53 @@ def _to_load(node: ast.AST) -> None:
             child.ctx = ast.Load()
 
 
-def _compiled(expression: ast.expr, file: str) -> CodeType:
-    """The expression as code whose line numbers are the program's."""
+def _replayable(
+    statement: ast.AST | None, frame: FrameType, torch: Any, file: str
+) -> CodeType | None:
+    """What to run again, as code whose line numbers are the program's: a store into a
+    tensor (``queue[:, i : i + n] = keys.T``) whole, its names bound in the replay's own
+    namespace; else what the statement computes (:func:`expression_of`)."""
+    if isinstance(statement, ast.Assign | ast.AugAssign | ast.AnnAssign):
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        stores = [t for t in targets if isinstance(t, ast.Subscript)]
+        names = [t for t in targets if isinstance(t, ast.Name)]
+        resolve = resolver(frame)
+        if (
+            stores
+            and len(stores) + len(names) == len(targets)
+            and all(_is_tensor_path(resolve, t.value, torch) for t in stores)
+        ):
+            module = ast.Module(body=[copy.deepcopy(statement)], type_ignores=[])
+            ast.fix_missing_locations(module)
+            return compile(module, file, "exec", dont_inherit=True)
+    expression = expression_of(statement)
+    if expression is None:
+        return None
     tree = ast.Expression(body=copy.deepcopy(expression))
     ast.fix_missing_locations(tree)
-    code: CodeType = compile(tree, file, "eval", dont_inherit=True)
-    return code
+    return compile(tree, file, "eval", dont_inherit=True)
+
+
+def _is_tensor_path(resolve: Any, node: ast.expr, torch: Any) -> bool:
+    """``node`` is a name or an attribute path (``self.queue``) holding a tensor: a store
+    into it is replayed on its fake copy, never into a list or dict of the program's."""
+    paths = load_paths(node)
+    return bool(paths) and isinstance(resolve(paths[0]), torch.Tensor)
+
+
+def _binding_line(info: CodeInfo, name: str, line: int) -> int | None:
+    """The statement that last bound ``name`` before ``line`` ran: the latest one above it,
+    or, in a loop, one below it in the same loop (bound on the previous pass)."""
+    stores = [n for n, stored in info.stores.items() if name in stored]
+    loop = info.counter_of.get(line, info.def_line)
+    same_loop = [n for n in stores if info.counter_of.get(n, info.def_line) == loop]
+    above = [n for n in same_loop if n <= line]
+    if above:
+        return max(above)
+    if same_loop and loop != info.def_line:
+        return max(same_loop)
+    earlier = [n for n in stores if n <= line]
+    return max(earlier) if earlier else None
 
 
 def _runs_once(info: CodeInfo, line: int) -> bool:

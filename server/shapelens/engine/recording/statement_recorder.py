@@ -117,6 +117,9 @@ class StatementRecorder:
             self._reader.check_value = self._value_read
         self._last_exception: tuple[int, type] | None = None
         self._pending_errors: list[tuple[tuple[int, type], list[Finding]]] = []
+        self._replay_later: tuple[tuple[int, type], FrameType, CodeInfo, int] | None = None
+        """The latest failure replayed while the program ran: from its callers if the run
+        ends with it (the frames live on in the traceback)."""
         self._warnings = WarningListener(self._on_warning)
         self._op_statements: dict[int, tuple[CodeInfo, int, dict[str, int]]] = {}
         """Frames whose statement the op watch follows: (code, statement, ops seen per op)."""
@@ -247,18 +250,27 @@ class StatementRecorder:
             found = self.dispatch.emit(CallFailed(exc=exc, failed=failed, info=info, line=line))
         elif self.replay is not None and names_tensors(info, line, frame):
             found = self._replayed(frame, info, line, exc)
+            self._replay_later = (key, frame, info, line)
         if not found:  # no call seen, even replayed: the values the statement names
-            found = self.dispatch.emit(Raised(exc=exc, frame=frame, info=info, line=line))
+            found = self.dispatch.emit(Raised(exc=exc, frame=frame, info=info, line=line, tb=tb))
         if found:
             self._pending_errors = [*self._pending_errors[-7:], (key, found)]
 
     def _replayed(
-        self, frame: FrameType, info: CodeInfo, line: int, exc: BaseException
+        self,
+        frame: FrameType,
+        info: CodeInfo,
+        line: int,
+        exc: BaseException,
+        *,
+        outer: bool = False,
     ) -> list[Finding]:
         """The failing call of a hit the op watch did not follow, seen by running the
-        statement again on fake copies (:mod:`~shapelens.engine.findings.replay`)."""
+        statement (``outer``: a caller's) again on fake copies
+        (:mod:`~shapelens.engine.findings.replay`)."""
         assert self.replay is not None
-        replayed = self.replay.run(frame, info, line, exc)
+        run = self.replay.run_outer if outer else self.replay.run
+        replayed = run(frame, info, line, exc)
         if replayed is None:
             return []
         seen = CallFailed(
@@ -314,10 +326,16 @@ class StatementRecorder:
 
     def conclude(self, exc: BaseException | None) -> None:
         """The run ended with ``exc``: report the mismatch finding it caused, if any."""
-        for key, found in self._pending_errors:
-            if exc is not None and key == (id(exc), type(exc)):
-                self._add(found)
+        later, self._replay_later = self._replay_later, None
+        ended = None if exc is None else (id(exc), type(exc))
+        found = [f for key, f in self._pending_errors if key == ended]
         self._pending_errors = []
+        if exc is not None and later is not None and later[0] == ended:  # the whole way back
+            found = [self._replayed(*later[1:], exc, outer=True), *found]
+        for candidate in found:
+            if candidate:
+                self._add(candidate)
+                return
 
     # -- library warnings (both backends) ----------------------------------------------
     def start_listening(self) -> None:

@@ -181,6 +181,14 @@ def tree_leaves(tree: Any) -> list[Any]:
     return leaves(tree)
 
 
+def tree_leaves_with_paths(tree: Any) -> list[tuple[str, Any]]:
+    """Each leaf of ``tree`` with its path as Python writes it (``[0]``, ``['mask']``,
+    ``.logits``): the same names 2.4 to 2.14."""
+    from torch.utils._pytree import keystr, tree_flatten_with_path
+
+    return [(keystr(path), leaf) for path, leaf in tree_flatten_with_path(tree)[0]]
+
+
 def tree_map(fn: Callable[[Any], Any], tree: Any) -> Any:
     from torch.utils._pytree import tree_map as map_leaves
 
@@ -229,7 +237,7 @@ DEVICE_ERROR = re.compile(
     re.IGNORECASE,
 )
 DTYPE_ERROR = re.compile(
-    r"dtype|scalar type|must be bool|boolean mask|same type"
+    r"dtype|scalar type|must be bool|boolean mask|same type|bool and floating types"
     r"|expected .* but got .*(float|double|long|int|half)",
     re.IGNORECASE,
 )
@@ -239,7 +247,7 @@ SHAPE_ERROR = re.compile(
     r"|expected input batch_size|multi-target not supported|expects each tensor to be equal size"
     r"|view size is not compatible|inconsistent tensor size|expected target size"
     r"|expected \d+D .*input|mat1 dim 1 must match|dimension out of range"
-    r"|target size .* different to the input size",
+    r"|target size .* different to the input size|expected hidden(\[\d\])? size",
     re.IGNORECASE,
 )
 WANTS_BOOL_ERROR = re.compile(

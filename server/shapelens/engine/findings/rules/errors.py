@@ -1,7 +1,9 @@
 """``device_mismatch``, ``dtype_mismatch``, ``shape_mismatch``, ``op_error``: a torch call
 that raised on a user's line, explained. From the call itself when the op watch saw it
-(:mod:`.failed_call`: each operand as passed); else from the values the failing statement
-names (:mod:`.mismatch`). The engine reports them only if the run ends with the error.
+(:mod:`.failed_call`: each operand as passed); else, where a library's own code raised, from
+the call the statement made into it (:mod:`.library_call`); else from the values the
+failing statement names (:mod:`.mismatch`). The engine reports them only if the run ends
+with the error.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from shapelens.engine.findings.context import RunFacts
 from shapelens.engine.findings.events import CallFailed, Raised
 from shapelens.engine.findings.rule import Rule
 from shapelens.engine.findings.rules.failed_call import ExplainByCall
+from shapelens.engine.findings.rules.library_call import ExplainLibraryCall
 from shapelens.engine.findings.rules.mismatch import ExplainByNames
 from shapelens.trace.finding import Finding
 
@@ -23,8 +26,9 @@ class ErrorRule(Rule[CallFailed | Raised]):
         super().__init__(facts)
         self._by_names = ExplainByNames(facts)
         self._by_call = ExplainByCall(facts, self._by_names)
+        self._by_library = ExplainLibraryCall(facts)
 
     def observe(self, seen: CallFailed | Raised, /) -> list[Finding]:
         if isinstance(seen, CallFailed):
             return self._by_call.explain(seen)
-        return self._by_names.explain(seen)
+        return self._by_library.explain(seen) or self._by_names.explain(seen)

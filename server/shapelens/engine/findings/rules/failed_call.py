@@ -28,7 +28,9 @@ from shapelens.engine.findings.rules.mismatch import (
     fails_next,
     operand_of,
 )
+from shapelens.engine.recording import values
 from shapelens.engine.source.source_map import SourceMaps
+from shapelens.engine.torch_support import torch_compat
 from shapelens.trace.finding import CauseStep, Finding, Operand
 
 _ATTRIBUTE = {"dtype_mismatch": "dtype", "device_mismatch": "device"}
@@ -130,6 +132,14 @@ class ExplainByCall:
         odd = {o.name for o in finding.operands if o.odd}
         followed = [n for n in named if not n.is_module and (not odd or n.label in odd)]
         changed = _what_failed(finding.kind, [n.shape for n in followed])
+        layers = [o for o in finding.operands if o.module is not None]
+        blamed = [o.module.cls for o in sorted(layers, key=lambda o: not o.odd) if o.module]
+        data_odd = any(o.odd and o.module is None for o in finding.operands)
+        if blamed and not data_odd and finding.kind == "shape_mismatch":
+            # A layer built for one size and given another: follow what it was given, back
+            # to where the dim it reads was set.
+            followed = [n for n in named if not n.is_module]
+            changed = _input_dim_changed(blamed[0], [n.shape for n in followed])
         steps: list[CauseStep] = []
         born = {(o.name, o.file, o.line) for o in finding.operands}
         shown: set[tuple[str, int, str | None, Any, Any]] = set()
@@ -155,6 +165,69 @@ class ExplainByCall:
         )
 
 
+_INPUT_DIM = {
+    "Linear": -1, "Bilinear": -1, "LayerNorm": -1, "LSTM": -1, "GRU": -1, "RNN": -1,
+    "MultiheadAttention": -1, "Conv1d": 1, "Conv2d": 1, "Conv3d": 1, "ConvTranspose1d": 1,
+    "ConvTranspose2d": 1, "ConvTranspose3d": 1, "BatchNorm1d": 1, "BatchNorm2d": 1,
+    "BatchNorm3d": 1, "GroupNorm": 1, "InstanceNorm1d": 1, "InstanceNorm2d": 1,
+}  # fmt: skip
+"""The dim of its input a layer reads its size from (features last, channels second)."""
+
+
+def _input_dim_changed(layer: str, shapes: list[Any]) -> Changed:
+    """Steps that set the dim ``layer`` reads to the size it had when the layer refused it
+    (an earlier size that a later step replaced has nothing to do with it); any shape change
+    for a layer whose dim is not known."""
+    dim = _INPUT_DIM.get(layer)
+    finals = {_size(tuple(shape), dim) for shape in shapes if shape is not None} if dim else set()
+    if dim is None or None in finals or not finals:
+        return lambda before, after: before is None or before[0] != after[0]
+    return _SizeSetBy(dim, {size for size in finals if size is not None})
+
+
+class _SizeSetBy:
+    """A chain's filter, asked from the failing value back: the step that set the dim to
+    its final size; where that step flattened trailing dims into it (``flatten(x, 1)`` of a
+    (B, 64, 4, 4)), then the step that set those dims as they were flattened (the pooling
+    that made them 4 x 4), and nothing before it."""
+
+    def __init__(self, dim: int, finals: set[int]) -> None:
+        self.dim = dim
+        self.finals = finals
+        self.tail: tuple[int, ...] | None = None
+        self.done = False
+
+    def __call__(self, before: Any, after: Any) -> bool:
+        if before is None:
+            return True
+        old, new = before[0], after[0]
+        if old is None or new is None or self.done:
+            return False
+        if self.tail is not None:
+            count = len(self.tail)
+            if tuple(new[-count:]) != self.tail or tuple(old[-count:]) == self.tail:
+                return False
+            self.done = True  # found: what made those dims so before is another story
+            return True
+        size = _size(new, self.dim)
+        if size not in self.finals or _size(old, self.dim) == size:
+            return False
+        self.tail = _flattened_into(old, new, self.dim)
+        return True
+
+
+def _flattened_into(old: tuple[int, ...], new: tuple[int, ...], dim: int) -> tuple[int, ...] | None:
+    """The trailing dims of ``old`` that a flatten or view made into ``new``'s last dim."""
+    if dim not in (-1, len(new) - 1) or len(old) <= len(new):
+        return None
+    count = len(old) - len(new) + 1
+    tail = tuple(old[-count:])
+    product = 1
+    for size in tail:
+        product *= size
+    return tail if product == new[-1] and tuple(old[:-count]) == tuple(new[:-1]) else None
+
+
 def _what_failed(kind: str, shapes: list[Any]) -> Changed:
     """Which steps a chain keeps: those that changed the dtype (device) for a dtype (device)
     error; for shapes that differ in some dims, those that changed one of those dims (counted
@@ -177,9 +250,23 @@ def _what_failed(kind: str, shapes: list[Any]) -> Changed:
         return lambda before, after: before is None or _rank(before[0]) != _rank(after[0])
     if not dims:
         return lambda before, after: before is None or before[0] != after[0]
+    # The failing sizes, wherever an op put them: a step that made one of them appear is
+    # where it was set, also through ops that changed the rank (an embedding adds a dim).
+    sizes = {size for shape in known for d in dims if (size := _size(shape, d)) is not None}
     return lambda before, after: (
-        before is None or any(_size(before[0], d) != _size(after[0], d) for d in dims)
+        before is None
+        or any(_size(before[0], d) != _size(after[0], d) for d in dims)
+        or _appeared(before[0], after[0], sizes)
     )
+
+
+def _appeared(
+    before: tuple[int, ...] | None, after: tuple[int, ...] | None, sizes: set[int]
+) -> bool:
+    """A step made a dim of one of ``sizes`` that its input did not have."""
+    if before is None or after is None:
+        return False
+    return any(after.count(size) > before.count(size) for size in sizes if size != 1)
 
 
 def _rank(shape: tuple[int, ...] | None) -> int | None:
@@ -211,6 +298,10 @@ def _user_call(statement: ast.AST, failed: FailedCall, resolve: Any) -> ast.AST 
                 if paths and resolve(paths[0]) is outer:
                     return node
         return None
+    if name_of(failed.func) == "__setitem__":  # `queue[:, i : i + n] = keys.T`
+        stores = statement.targets if isinstance(statement, ast.Assign) else []
+        if any(isinstance(target, ast.Subscript) for target in stores):
+            return statement
     name = name_of(failed.func).removeprefix("__r").removeprefix("__").removesuffix("__")
     operator = OPERATOR_OF.get(name_of(failed.func))
     for node in ast.walk(statement):
@@ -247,7 +338,9 @@ def _passed(
                 value = resolve(paths[0])  # as passed: a container's forward rebinds its input
             elif len(failed.modules) > 1:
                 continue  # what a Sequential's forward holds now is not what it was given
-            found.append(_named(written, value))
+            found.extend(
+                _named(name, leaf) for name, leaf in leaves_as_passed(written, value, node, text)
+            )
         return [n for n in found if n is not None], f"`{label}` ({type(module).__name__})"
     texts = _argument_texts(failed, call, text)
     tensors = tensors_of(sys.modules["torch"], failed.args, failed.kwargs)
@@ -258,10 +351,41 @@ def _passed(
     return [n for n in found if n is not None], op_label(failed.func)
 
 
+def leaves_as_passed(
+    written: str, value: Any, node: ast.expr | None, text: Any
+) -> list[tuple[str, Any]]:
+    """The tensors an argument holds, each named as the call passed it: itself, the
+    elements of a tuple written there (``(h0, c0)``), or a container's by their path
+    (``hidden[1]``, ``batch['mask']``)."""
+    if isinstance(value, sys.modules["torch"].Tensor):
+        return [(written, value)]
+    if (
+        isinstance(node, ast.Tuple | ast.List)
+        and isinstance(value, tuple | list)
+        and len(node.elts) == len(value)
+    ):
+        return [
+            leaf
+            for element, item in zip(node.elts, value, strict=True)
+            for leaf in leaves_as_passed(text(element), item, element, text)
+        ]
+    if values.kind_of(value) not in values.CONTAINER_KINDS:
+        return []
+    try:
+        leaves = torch_compat.tree_leaves_with_paths(value)
+    except Exception:
+        return []
+    tensor = sys.modules["torch"].Tensor
+    return [(written + path, leaf) for path, leaf in leaves if isinstance(leaf, tensor)][:8]
+
+
 def _argument_texts(failed: FailedCall, call: ast.AST | None, text: Any) -> dict[int, str]:
     """Tensor operand (by id, or by its index among the tensors) → its text at the call."""
     nodes: list[ast.expr] = []
-    if isinstance(call, ast.BinOp):
+    if isinstance(call, ast.Assign):  # a store: the tensor stored into, its index, the value
+        target = next(t for t in call.targets if isinstance(t, ast.Subscript))
+        nodes = [target.value, target.slice, call.value]
+    elif isinstance(call, ast.BinOp):
         nodes = [call.left, call.right]
         if name_of(failed.func).startswith("__r"):
             nodes.reverse()

@@ -57,10 +57,12 @@ _TORCH_ERRORS = (RuntimeError, TypeError, ValueError, IndexError)
 """What torch raises for a device, dtype or shape error."""
 
 
-def mismatch_kind(exc: BaseException) -> str | None:
+def mismatch_kind(
+    exc: BaseException, errors: tuple[type[BaseException], ...] = _TORCH_ERRORS
+) -> str | None:
     """``device_mismatch``, ``shape_mismatch``, ``dtype_mismatch`` or ``None``, as torch's
-    message words it."""
-    if not isinstance(exc, _TORCH_ERRORS):
+    message words it (for an exception of one of ``errors``)."""
+    if not isinstance(exc, errors):
         return None
     try:
         message = str(exc)

@@ -107,6 +107,7 @@ def _names_an_infinity(statement: ast.AST, frame: FrameType) -> bool:
 _MASK_TEXT = re.compile(
     r"masked_fill|\bwhere\(|float\(\s*['\"][+-]?inf|\b(math|torch|np|numpy)\.inf\b"
     r"|-\s*inf\b|finfo\([^)]*\)\.(min|max)|\bmask\b.*\blog\(|log\(.*\b(tril|triu|mask|eye)"
+    r"|\w*_mask\s*\("  # a function that makes one: generate_square_subsequent_mask(T)
 )
 _LOG = re.compile(r"\blog\(|\.log\(\)")
 
