@@ -27,6 +27,7 @@ from shapelens.engine.backends.choice import (
 from shapelens.engine.findings.context import RunFacts
 from shapelens.engine.findings.dispatch import Dispatcher
 from shapelens.engine.findings.events import CallFailed, RanOutOfMemory
+from shapelens.engine.findings.nonfinite_origin import OriginSearch
 from shapelens.engine.findings.nonfinite_scan import NonfiniteScan
 from shapelens.engine.findings.provenance import Provenance
 from shapelens.engine.findings.replay import Replay
@@ -104,6 +105,8 @@ class Engine:
             # A call that fails on a hit the op watch did not follow is run again on fakes
             # (where fake tensors or the memory watch run already, they would see it).
             self.recorder.replay = Replay(self.recorder.known, self.records.origin_of)
+        if not (keep_compile or fake):  # values to run again with, and no graph to break
+            self.facts.origins = OriginSearch(self.recorder.known, self.facts.scan)
         self.recorder.scalars_on_gpu = options.run.scalars_on_gpu
         self.backend_choice = config.backend
         self.backend: TracingBackend = build_backend(

@@ -46,7 +46,7 @@ def finding_detail(finding: Finding) -> str:
 
 def _body(finding: Finding) -> str:
     body = _sentence(finding)
-    if finding.op is not None and finding.kind != "degenerate_op":
+    if finding.op is not None and finding.kind not in ("degenerate_op", "nonfinite"):
         body = f"{finding.op} failed: {body}"
     return f"{body}; {finding.advice}" if finding.advice else body
 
@@ -175,7 +175,11 @@ def _nonfinite(finding: Finding) -> str:
     value = finding.operands[0] if finding.operands else Operand(name="?")
     hit = f" (hit {finding.hit} of this line)" if finding.hit is not None else ""
     described = metadata_text(value.shape, value.dtype, None, python=True)
-    return f"`{value.name}` {described} first holds {finding.state or 'NaN/Inf'} here{hit}"
+    made = f", made by {finding.op}" if finding.op is not None else ""
+    inputs = [f"`{o.name}`" for o in finding.operands[1:]]
+    finite = f" of finite {', '.join(inputs)}" if finding.op is not None and inputs else ""
+    state = finding.state or "NaN/Inf"
+    return f"`{value.name}` {described} first holds {state} here{hit}{made}{finite}"
 
 
 def _noun(finding: Finding) -> str:

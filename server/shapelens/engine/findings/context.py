@@ -9,7 +9,7 @@ import builtins
 from collections.abc import Callable
 from dataclasses import replace
 from types import FrameType
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from shapelens.engine.findings.nonfinite_scan import NonfiniteScan
 from shapelens.engine.findings.provenance import Provenance
@@ -46,6 +46,23 @@ OriginOf = Callable[[Any], "Birth | None"]
 DEFAULT_MAX_ELEMENTS = FindingsConfig().nonfinite_max_elements
 
 
+class Origin(NamedTuple):
+    """The call that made the first non-finite value, on its user line."""
+
+    info: CodeInfo
+    line: int
+    op: Any
+    inputs: list[Any]
+    result: Any
+    state: str
+
+
+class FindsOrigins(Protocol):
+    """Where a statement's calls first made a non-finite value (:mod:`.nonfinite_origin`)."""
+
+    def find(self, frame: FrameType, info: CodeInfo, line: int) -> Origin | None: ...
+
+
 class RunFacts:
     """What the rules of one run share: where values were born (the run's records), where
     results of torch calls came from (``provenance``), the program's sources, which code is
@@ -65,6 +82,8 @@ class RunFacts:
         self.scope = scope
         self.provenance = provenance or Provenance()
         self.scan = scan or NonfiniteScan(DEFAULT_MAX_ELEMENTS, on_gpu=False)
+        self.origins: FindsOrigins | None = None
+        """Where a statement's calls first made a non-finite value (the engine's choice)."""
 
     def operand(self, name: str, value: Any, shape: tuple[int, ...] | None) -> Operand:
         """``value`` as a finding's operand: its metadata and where it was born."""

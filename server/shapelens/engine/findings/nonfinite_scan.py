@@ -7,6 +7,7 @@ not finite. Never raises; never runs on fake tensors or inside a compiled graph.
 from __future__ import annotations
 
 import cmath
+import re
 import sys
 from typing import Any
 
@@ -92,3 +93,34 @@ def _numpy_flags(array: Any, max_elements: int) -> tuple[bool, bool] | None:
         if cmath.isfinite(complex(array.sum())):
             return False, False
         return bool(numpy.isnan(array).any()), bool(numpy.isinf(array).any())
+
+
+# An Inf made on purpose: a causal or padding mask (docs/findings.md).
+_MASK_TEXT = re.compile(
+    r"masked_fill|\bwhere\(|float\(\s*['\"][+-]?inf|\b(math|torch|np|numpy)\.inf\b"
+    r"|-\s*inf\b|finfo\([^)]*\)\.(min|max)|\bmask\b.*\blog\(|log\(.*\b(tril|triu|mask|eye)"
+    r"|\w*_mask\s*\("  # a function that makes one: generate_square_subsequent_mask(T)
+)
+_LOG = re.compile(r"\blog\(|\.log\(\)")
+
+
+def is_mask_text(text: str) -> bool:
+    return bool(_MASK_TEXT.search(text))
+
+
+def takes_log(text: str) -> bool:
+    return bool(_LOG.search(text))
+
+
+def holds_only_zero_or_inf(value: Any) -> bool:
+    """``log`` of a 0/1 mask gives exactly 0 and -inf; a real underflow gives other values."""
+    try:
+        if values.kind_of(value) == values.TORCH:
+            data = value.detach()
+            return bool(((data == 0) | data.isinf()).all())
+        numpy = sys.modules.get("numpy")
+        if numpy is not None and isinstance(value, numpy.ndarray):
+            return bool(((value == 0) | numpy.isinf(value)).all())
+    except Exception:
+        return False
+    return False

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator
 from types import CodeType, FrameType
 from typing import Any, NamedTuple
 
+from shapelens.engine.findings.call_mode import call_mode
 from shapelens.engine.findings.context import Birth, OriginOf, load_paths, resolver
 from shapelens.engine.findings.op_names import op_label
 from shapelens.engine.findings.op_watch import FailedCall, OpWatch, forward_call, is_call_helper
@@ -198,7 +199,7 @@ class _Attempt:
         if self.code is None:
             return None
         namespace = self._fake_locals()
-        with _quiet(), self.fake_mode, _mode_class(self.torch)(self):
+        with quiet(), self.fake_mode, call_mode(self.torch, self.call):
             try:
                 eval(self.code, self.frame.f_globals, namespace)
             except _OutOfBudget:
@@ -253,7 +254,7 @@ class _Attempt:
         if found is not None or name is None:
             return found
         info = self.info  # not read on this hit: the statement that binds the local
-        line = _binding_line(info, name, self.line)
+        line = binding_line(info, name, self.line)
         if line is not None:
             return Bound(info.file, line, name, is_argument=False)
         if name in info.arg_names:
@@ -266,7 +267,7 @@ class _Attempt:
         if self.ops > MAX_OPS or (self.ops % 256 == 0 and time.monotonic() > self.deadline):
             raise _OutOfBudget
         args, kwargs = torch_compat.tree_map(self._as_fake, (args, kwargs))
-        caller = sys._getframe(2)
+        caller = sys._getframe(2)  # past the mode's __torch_function__
         try:
             result = func(*args, **kwargs)
         except Exception as exc:
@@ -380,6 +381,12 @@ def _replayable(
             module = ast.Module(body=[copy.deepcopy(statement)], type_ignores=[])
             ast.fix_missing_locations(module)
             return compile(module, file, "exec", dont_inherit=True)
+    return compiled_expression(statement, file)
+
+
+def compiled_expression(statement: ast.AST | None, file: str) -> CodeType | None:
+    """What the statement computes (:func:`expression_of`), as code whose line numbers are
+    the program's; None for a statement that computes nothing to run again."""
     expression = expression_of(statement)
     if expression is None:
         return None
@@ -395,7 +402,7 @@ def _is_tensor_path(resolve: Any, node: ast.expr, torch: Any) -> bool:
     return bool(paths) and isinstance(resolve(paths[0]), torch.Tensor)
 
 
-def _binding_line(info: CodeInfo, name: str, line: int) -> int | None:
+def binding_line(info: CodeInfo, name: str, line: int) -> int | None:
     """The statement that last bound ``name`` before ``line`` ran: the latest one above it,
     or, in a loop, one below it in the same loop (bound on the previous pass)."""
     stores = [n for n, stored in info.stores.items() if name in stored]
@@ -450,7 +457,7 @@ class _Discard(io.TextIOBase):
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
+def quiet() -> Iterator[None]:
     """The replay's output is not the program's: its prints, warnings and the fake
     kernels' logged tracebacks go nowhere."""
     logger = logging.getLogger(torch_compat.FAKE_TENSOR_LOGGER)
@@ -463,27 +470,6 @@ def _quiet() -> Iterator[None]:
             yield
     finally:
         sys.stdout, sys.stderr, logger.disabled = saved
-
-
-_MODES: dict[int, type] = {}
-
-
-def _mode_class(torch: Any) -> Any:
-    found = _MODES.get(id(torch))
-    if found is None:
-
-        class _ReplayMode(torch.overrides.TorchFunctionMode):  # type: ignore[misc]
-            def __init__(self, attempt: _Attempt) -> None:
-                super().__init__()
-                self.attempt = attempt
-
-            def __torch_function__(
-                self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
-            ) -> Any:
-                return self.attempt.call(func, args, kwargs or {})
-
-        found = _MODES[id(torch)] = _ReplayMode
-    return found
 
 
 def names_tensors(info: CodeInfo, line: int, frame: FrameType) -> bool:

@@ -46,6 +46,7 @@ class CodeInfo:
         "is_module",
         "loop_exits",
         "loop_headers",
+        "loss_lines",
         "op_sites",
         "read_at",
         "shape_comments",
@@ -118,6 +119,9 @@ class CodeInfo:
             line: counter for line, counter in source.counter_of.items() if line in statements
         }
         self.loop_headers = source.loop_headers & statements
+        # Statements that stored a 0-dim tensor with a gradient (a loss): read on every hit,
+        # so the hit where it first turns non-finite is seen, before a step spreads it.
+        self.loss_lines: set[int] = set()
         # The shape comments about its statements (and its def line: the arguments).
         self.shape_comments = {
             line: comment

@@ -10,6 +10,7 @@ statement is read (sampling); this module only reads.
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Callable
 from types import FrameType
@@ -85,9 +86,12 @@ class Reader:
                 changed = True
         return changed
 
-    def read_returned(self, info: CodeInfo, line: int, name: str, value: Any) -> None:
-        """Read a value the frame returned or yielded (``<return>``/``<yield>``) on ``line``."""
-        self._frame = None  # a returned value: no statement inputs to read
+    def read_returned(
+        self, info: CodeInfo, line: int, name: str, value: Any, frame: FrameType | None = None
+    ) -> None:
+        """Read a value ``frame`` returned or yielded (``<return>``/``<yield>``) on ``line``
+        (the frame is still there: its statement's inputs go with a non-finite value)."""
+        self._frame, self._info = frame, info
         kind = values.kind_of(value)
         if kind:
             table = info.stats.get(line)
@@ -144,12 +148,21 @@ class Reader:
                 except TypeError:
                     self._unweakrefable.add(tp)
             stats.hits = hit
+        scalar = seen.scalar
+        if scalar is not None and seen.requires_grad:
+            info.loss_lines.add(line)  # read on every hit: its first NaN is its origin's hit
         check = self.check_value
-        if checked and check is not None and hit >= stats.next_nonfinite_check:
-            stats.next_nonfinite_check = hit * 2
-            # The statement's inputs go with its first non-finite value only.
-            if check(stats, value, kind, self._frame, self._info):
-                self._frame = None
+        if not checked or check is None:
+            return changed
+        if scalar is not None:
+            due = not math.isfinite(scalar)  # read already: checked on every read, free
+        else:
+            due = hit >= stats.next_nonfinite_check
+            if due:
+                stats.next_nonfinite_check = hit * 2
+        # The statement's inputs go with its first non-finite value only.
+        if due and check(stats, value, kind, self._frame, self._info):
+            self._frame = None
         return changed
 
     def _read_container(

@@ -203,9 +203,9 @@ class StatementRecorder:
     ) -> None:
         """``frame`` returned ``value`` (or yielded it, and will resume at the same statement)
         while running statement ``previous``."""
-        if self._op_statements:
+        watched = bool(self._op_statements)
+        if watched:
             self._end_op_statement(frame)
-            self.op_watch.resume(frame.f_back)
         if self._news_window:
             self._news_window.pop(id(frame), None)
         if not yielded and previous in info.loop_headers:
@@ -221,9 +221,12 @@ class StatementRecorder:
         if value is not None and previous != NO_STATEMENT:
             line = frame.f_lineno
             statement = info.statement_of.get(line, line)
-            self._reader.read_returned(info, statement, "<yield>" if yielded else "<return>", value)
+            name = "<yield>" if yielded else "<return>"
+            self._reader.read_returned(info, statement, name, value, frame)
             if not yielded and statement in info.shape_comments:
                 self._check_comment(frame, info, statement, (), returned=value)
+        if watched:  # after the reads: what they run (a NaN's origin search) is not watched
+            self.op_watch.resume(frame.f_back)
 
     def exception_raised(
         self,
@@ -374,7 +377,7 @@ class StatementRecorder:
             self._values_changed(info, line)
             for listener in self._news_listeners:
                 listener()
-        dense = hit < info.dense_until.get(line, DENSE_HITS)
+        dense = hit < info.dense_until.get(line, DENSE_HITS) or line in info.loss_lines
         info.read_at[line] = hit + 1 if dense else hit + SAMPLE_GAP
         if line in info.shape_comments:
             self._check_comment(frame, info, line, names, arguments=arguments)

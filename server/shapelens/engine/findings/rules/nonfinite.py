@@ -13,13 +13,18 @@ from __future__ import annotations
 
 import ast
 import math
-import re
-import sys
+from dataclasses import replace
 from types import FrameType
 from typing import Any
 
-from shapelens.engine.findings.context import inputs_of
+from shapelens.engine.findings.context import inputs_of, shape_of
 from shapelens.engine.findings.events import NonfiniteRead
+from shapelens.engine.findings.nonfinite_scan import (
+    holds_only_zero_or_inf,
+    is_mask_text,
+    takes_log,
+)
+from shapelens.engine.findings.op_names import name_of, op_label
 from shapelens.engine.findings.rule import Rule
 from shapelens.engine.recording import values
 from shapelens.trace.finding import Finding, Operand
@@ -45,8 +50,13 @@ class NonfiniteRule(Rule[NonfiniteRead]):
             if frame is not None and info is not None
             else []
         )
-        if seen.state == "Inf" and self._is_mask(seen, inputs):
+        if seen.state == "Inf" and self._made_as_mask(seen):
             return []  # -inf on purpose (a causal mask): not a bug
+        at_origin = self._origin(seen)
+        if at_origin is not None:
+            return at_origin
+        if seen.state == "Inf" and self._carried(inputs):
+            return []  # an input held it already (a mask, most often): not made here
         subject = Operand(
             name=stats.name,
             shape=None if stats.shape is None else tuple(int(d) for d in stats.shape),
@@ -69,9 +79,42 @@ class NonfiniteRule(Rule[NonfiniteRead]):
             )
         ]
 
-    def _is_mask(self, seen: NonfiniteRead, inputs: list[tuple[str, Any]]) -> bool:
+    def _origin(self, seen: NonfiniteRead) -> list[Finding] | None:
+        """Where the value first turned non-finite: in the statement's calls (a helper's
+        ``log``, a forward's ``exp``), or, where its inputs held it already, where they were
+        made; on that call's own line and hit. None: not found (the line read is the
+        finding's); empty: it was a mask."""
+        search = self.facts.origins
+        if search is None or seen.frame is None or seen.info is None:
+            return None
+        found = search.find(seen.frame, seen.info, seen.stats.line)
+        if found is None:
+            return None
+        info, line = found.info, found.line
+        source = info.source
+        if found.state == "Inf" and is_mask_text(source.statement_text(line)):
+            return []
+        stored = info.stores.get(line, ())
+        name = stored[0] if len(stored) == 1 else op_label(found.op)
+        result = self.facts.operand(name, found.result, shape_of(found.result))
+        inputs = [(_argument_text(source.statements.get(line), found.op, i), x)
+                  for i, x in enumerate(found.inputs)]  # fmt: skip
+        finding = Finding(
+            kind="nonfinite",
+            severity="warning",
+            file=info.file,
+            line=line,
+            expression=source.statement_text(line) or None,
+            operands=(replace(result, line=line), *self.facts.operands(inputs)),
+            state=found.state,
+            hit=info.hits.get(line),
+            op=op_label(found.op),
+        )
+        return [finding]
+
+    def _made_as_mask(self, seen: NonfiniteRead) -> bool:
         """An Inf that is a mask: made by masked_fill/where/an inf literal, the log of a 0/1
-        tensor, or carried over from an input that held it already."""
+        tensor, or by a helper whose line makes one (``mask = causal_mask(T)``)."""
         stats, value, sources = seen.stats, seen.value, self.facts.sources
         text = sources.get(stats.file).statement_text(stats.line)
         if is_mask_text(text) or (takes_log(text) and holds_only_zero_or_inf(value)):
@@ -80,11 +123,14 @@ class NonfiniteRule(Rule[NonfiniteRead]):
             statement = seen.info.source.statements.get(stats.line)
             if statement is not None and _names_an_infinity(statement, seen.frame):
                 return True  # `torch.full((k,), NEG_INF)` with NEG_INF = float("-inf")
-        origin = self.facts.origin_of(value)  # made by a helper: `mask = causal_mask(T)`
+        origin = self.facts.origin_of(value)
         if origin is not None and (origin.file, origin.line) != (stats.file, stats.line):
             born = sources.get(origin.file).statement_text(origin.line)
             if is_mask_text(born) or (takes_log(born) and holds_only_zero_or_inf(value)):
                 return True
+        return False
+
+    def _carried(self, inputs: list[tuple[str, Any]]) -> bool:
         for _, item in inputs:
             flags = self.facts.scan.flags(item, values.kind_of(item))
             if flags is not None and flags[1]:
@@ -103,32 +149,21 @@ def _names_an_infinity(statement: ast.AST, frame: FrameType) -> bool:
     return False
 
 
-# An Inf made on purpose: a causal or padding mask (docs/findings.md).
-_MASK_TEXT = re.compile(
-    r"masked_fill|\bwhere\(|float\(\s*['\"][+-]?inf|\b(math|torch|np|numpy)\.inf\b"
-    r"|-\s*inf\b|finfo\([^)]*\)\.(min|max)|\bmask\b.*\blog\(|log\(.*\b(tril|triu|mask|eye)"
-    r"|\w*_mask\s*\("  # a function that makes one: generate_square_subsequent_mask(T)
-)
-_LOG = re.compile(r"\blog\(|\.log\(\)")
+def _argument_text(statement: ast.AST | None, op: Any, index: int) -> str:
+    """The text of the ``index``-th tensor argument of the call of ``op`` in the statement
+    (``1 - p`` of ``torch.log(1 - p)``), else ``input``."""
+    name = name_of(op)
+    for node in ast.walk(statement) if statement is not None else ():
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            arguments = ([func.value] if isinstance(func, ast.Attribute) else []) + node.args
+            if called == name and index < len(arguments):
+                if isinstance(func, ast.Attribute) and len(arguments) > len(node.args):
+                    arguments = arguments[1:] if _is_namespace_name(func.value) else arguments
+                return ast.unparse(arguments[index]) if index < len(arguments) else "input"
+    return "input"
 
 
-def is_mask_text(text: str) -> bool:
-    return bool(_MASK_TEXT.search(text))
-
-
-def takes_log(text: str) -> bool:
-    return bool(_LOG.search(text))
-
-
-def holds_only_zero_or_inf(value: Any) -> bool:
-    """``log`` of a 0/1 mask gives exactly 0 and -inf; a real underflow gives other values."""
-    try:
-        if values.kind_of(value) == values.TORCH:
-            data = value.detach()
-            return bool(((data == 0) | data.isinf()).all())
-        numpy = sys.modules.get("numpy")
-        if numpy is not None and isinstance(value, numpy.ndarray):
-            return bool(((value == 0) | numpy.isinf(value)).all())
-    except Exception:
-        return False
-    return False
+def _is_namespace_name(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id in ("torch", "F", "np", "math")
