@@ -88,6 +88,7 @@ class Engine:
             self.scope,
             provenance=Provenance(),
             scan=NonfiniteScan(findings.nonfinite_max_elements, findings.nonfinite_on_gpu),
+            hits_of=self.records.hits_now,
         )
         self.dispatch = Dispatcher(rules_for(findings, self.facts))
         self.recorder = StatementRecorder(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import faulthandler
+import importlib.machinery
 import os
 import runpy
 import select
@@ -236,6 +237,7 @@ class ChildRun:
                     "__builtins__": __builtins__,
                     "__cached__": None,
                     "__spec__": None,
+                    "__loader__": importlib.machinery.SourceFileLoader("__main__", path),
                 }
             )
             sys.modules["__main__"] = main

@@ -222,6 +222,9 @@ class MonitoringTracer:
                 switch_off is not None
                 and count > DENSE_HITS
                 and statement not in info.loop_headers
+                # where a loss line's hit ends: its value is read here, before the optimizer
+                # steps (a NaN's origin is searched with the weights that made it)
+                and previous not in info.loss_lines
                 and switch_off(info, statement, count, generation[0])
             ):
                 return disable

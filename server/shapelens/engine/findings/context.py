@@ -43,6 +43,8 @@ class Birth(Protocol):
 
 
 OriginOf = Callable[[Any], "Birth | None"]
+HitsOf = Callable[[str, int], int]
+"""(file, line) → the line's hits so far."""
 DEFAULT_MAX_ELEMENTS = FindingsConfig().nonfinite_max_elements
 
 
@@ -76,8 +78,11 @@ class RunFacts:
         *,
         provenance: Provenance | None = None,
         scan: NonfiniteScan | None = None,
+        hits_of: HitsOf | None = None,
     ) -> None:
         self.origin_of = origin_of
+        self.hits_of = hits_of
+        """A line's hits so far, extrapolated where its events are switched off (3.12+)."""
         self.sources = sources
         self.scope = scope
         self.provenance = provenance or Provenance()

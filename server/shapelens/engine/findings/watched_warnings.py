@@ -23,15 +23,8 @@ def capture_warnings(shown: list[warnings.WarningMessage]) -> Any:
     goes in (and out) in place: ``catch_warnings`` would bump the filters' version, and
     every module's once-per-location registry would start over."""
 
-    def capture(
-        message: Warning | str,
-        category: type[Warning],
-        filename: str,
-        lineno: int,
-        file: Any = None,
-        line: str | None = None,
-    ) -> None:
-        shown.append(warnings.WarningMessage(message, category, filename, lineno, file, line))
+    def capture(*args: Any, **kwargs: Any) -> None:  # showwarning's (message, category, ...)
+        shown.append(warnings.WarningMessage(*args, **kwargs))
 
     saved = warnings.showwarning
     _filters().insert(0, _ALWAYS)
@@ -68,10 +61,11 @@ def reissue(
         if where is None:
             warnings.warn_explicit(message.message, message.category, filename, lineno)
             continue
+        # No module_globals: the source line comes from the file, as for a plain warn (3.12
+        # refuses globals with a None __spec__ and no __loader__: a notebook's, a runpy main).
         warnings.warn_explicit(
             message.message, message.category, filename, lineno,
             module=where.get("__name__"), registry=where.setdefault("__warningregistry__", {}),
-            module_globals=where,
         )  # fmt: skip
 
 

@@ -243,6 +243,13 @@ class RunRecords:
             self.estimates[(file, line)] = Estimate(hits, exits, line, counter)
             self.mark_sampled(file, line)
 
+    def hits_now(self, file: str, line: int) -> int:
+        """``line``'s hits so far: counted, or extrapolated while it is switched off."""
+        with self.lock:
+            estimate = self.estimates.get((file, line))
+            counted = self.line_hits.get(file, {}).get(line, 0)
+            return counted + (estimate.extra() if estimate is not None else 0)
+
     def switch_on(self, file: str, line: int) -> int:
         """``line`` is reported again: its hits (and its variables') become the estimate,
         which exact counting continues from. Returns the line's hit count."""

@@ -107,7 +107,7 @@ class NonfiniteRule(Rule[NonfiniteRead]):
             expression=source.statement_text(line) or None,
             operands=(replace(result, line=line), *self.facts.operands(inputs)),
             state=found.state,
-            hit=info.hits.get(line),
+            hit=self.facts.hits_of(info.file, line) if self.facts.hits_of else info.hits.get(line),
             op=op_label(found.op),
         )
         return [finding]
