@@ -16,11 +16,11 @@ from dataclasses import replace
 from typing import Any
 
 from shapelens.engine.findings.call_trials import Verdict, tensors_of
+from shapelens.engine.findings.chain_filters import input_dim_changed, what_failed
 from shapelens.engine.findings.context import Named, OriginOf, RunFacts, load_paths, resolver
 from shapelens.engine.findings.events import CallFailed
 from shapelens.engine.findings.op_names import OPERATOR_OF, name_of, op_label
 from shapelens.engine.findings.op_watch import FailedCall
-from shapelens.engine.findings.provenance import Changed
 from shapelens.engine.findings.rules.mismatch import (
     DeclaredAt,
     ExplainByNames,
@@ -33,7 +33,6 @@ from shapelens.engine.source.source_map import SourceMaps
 from shapelens.engine.torch_support import torch_compat
 from shapelens.trace.finding import CauseStep, Finding, Operand
 
-_ATTRIBUTE = {"dtype_mismatch": "dtype", "device_mismatch": "device"}
 """What a chain follows for a finding's kind (the shape otherwise)."""
 MAX_CHAIN = 10
 _FLOATS = ("float", "bfloat", "half", "double", "complex")
@@ -131,7 +130,7 @@ class ExplainByCall:
         """The lines that changed what failed, for the odd operands (else every tensor)."""
         odd = {o.name for o in finding.operands if o.odd}
         followed = [n for n in named if not n.is_module and (not odd or n.label in odd)]
-        changed = _what_failed(finding.kind, [n.shape for n in followed])
+        changed = what_failed(finding.kind, [n.shape for n in followed])
         layers = [o for o in finding.operands if o.module is not None]
         blamed = [o.module.cls for o in sorted(layers, key=lambda o: not o.odd) if o.module]
         data_odd = any(o.odd and o.module is None for o in finding.operands)
@@ -139,7 +138,7 @@ class ExplainByCall:
             # A layer built for one size and given another: follow what it was given, back
             # to where the dim it reads was set.
             followed = [n for n in named if not n.is_module]
-            changed = _input_dim_changed(blamed[0], [n.shape for n in followed])
+            changed = input_dim_changed(blamed[0], [n.shape for n in followed])
         steps: list[CauseStep] = []
         born = {(o.name, o.file, o.line) for o in finding.operands}
         shown: set[tuple[str, int, str | None, Any, Any]] = set()
@@ -163,121 +162,6 @@ class ExplainByCall:
             origin.line,
             self.facts.sources.get(origin.file).statement_text(origin.line),
         )
-
-
-_INPUT_DIM = {
-    "Linear": -1, "Bilinear": -1, "LayerNorm": -1, "LSTM": -1, "GRU": -1, "RNN": -1,
-    "MultiheadAttention": -1, "Conv1d": 1, "Conv2d": 1, "Conv3d": 1, "ConvTranspose1d": 1,
-    "ConvTranspose2d": 1, "ConvTranspose3d": 1, "BatchNorm1d": 1, "BatchNorm2d": 1,
-    "BatchNorm3d": 1, "GroupNorm": 1, "InstanceNorm1d": 1, "InstanceNorm2d": 1,
-}  # fmt: skip
-"""The dim of its input a layer reads its size from (features last, channels second)."""
-
-
-def _input_dim_changed(layer: str, shapes: list[Any]) -> Changed:
-    """Steps that set the dim ``layer`` reads to the size it had when the layer refused it
-    (an earlier size that a later step replaced has nothing to do with it); any shape change
-    for a layer whose dim is not known."""
-    dim = _INPUT_DIM.get(layer)
-    finals = {_size(tuple(shape), dim) for shape in shapes if shape is not None} if dim else set()
-    if dim is None or None in finals or not finals:
-        return lambda before, after: before is None or before[0] != after[0]
-    return _SizeSetBy(dim, {size for size in finals if size is not None})
-
-
-class _SizeSetBy:
-    """A chain's filter, asked from the failing value back: the step that set the dim to
-    its final size; where that step flattened trailing dims into it (``flatten(x, 1)`` of a
-    (B, 64, 4, 4)), then the step that set those dims as they were flattened (the pooling
-    that made them 4 x 4), and nothing before it."""
-
-    def __init__(self, dim: int, finals: set[int]) -> None:
-        self.dim = dim
-        self.finals = finals
-        self.tail: tuple[int, ...] | None = None
-        self.done = False
-
-    def __call__(self, before: Any, after: Any) -> bool:
-        if before is None:
-            return True
-        old, new = before[0], after[0]
-        if old is None or new is None or self.done:
-            return False
-        if self.tail is not None:
-            count = len(self.tail)
-            if tuple(new[-count:]) != self.tail or tuple(old[-count:]) == self.tail:
-                return False
-            self.done = True  # found: what made those dims so before is another story
-            return True
-        size = _size(new, self.dim)
-        if size not in self.finals or _size(old, self.dim) == size:
-            return False
-        self.tail = _flattened_into(old, new, self.dim)
-        return True
-
-
-def _flattened_into(old: tuple[int, ...], new: tuple[int, ...], dim: int) -> tuple[int, ...] | None:
-    """The trailing dims of ``old`` that a flatten or view made into ``new``'s last dim."""
-    if dim not in (-1, len(new) - 1) or len(old) <= len(new):
-        return None
-    count = len(old) - len(new) + 1
-    tail = tuple(old[-count:])
-    product = 1
-    for size in tail:
-        product *= size
-    return tail if product == new[-1] and tuple(old[:-count]) == tuple(new[:-1]) else None
-
-
-def _what_failed(kind: str, shapes: list[Any]) -> Changed:
-    """Which steps a chain keeps: those that changed the dtype (device) for a dtype (device)
-    error; for shapes that differ in some dims, those that changed one of those dims (counted
-    from the right for shapes of one rank, as broadcasting does; from the left, the batch
-    first, for shapes of different ranks: logits (N, C) and targets (N,)); for shapes of
-    different ranks that agree where both have dims, those that changed the rank; else
-    every step that changed the shape."""
-    if kind in _ATTRIBUTE:
-        field = 1 if kind == "dtype_mismatch" else 2
-        return lambda before, after: before is None or before[field] != after[field]
-    known = [tuple(shape) for shape in shapes if shape is not None]
-    if len(known) < 2:
-        return lambda before, after: before is None or before[0] != after[0]
-    ranks = {len(shape) for shape in known}
-    if len(ranks) == 1:
-        dims = [-d for d in range(1, min(ranks) + 1) if len({s[-d] for s in known}) > 1]
-    else:
-        dims = [d for d in range(min(ranks)) if len({s[d] for s in known}) > 1]
-    if not dims and len(ranks) > 1:
-        return lambda before, after: before is None or _rank(before[0]) != _rank(after[0])
-    if not dims:
-        return lambda before, after: before is None or before[0] != after[0]
-    # The failing sizes, wherever an op put them: a step that made one of them appear is
-    # where it was set, also through ops that changed the rank (an embedding adds a dim).
-    sizes = {size for shape in known for d in dims if (size := _size(shape, d)) is not None}
-    return lambda before, after: (
-        before is None
-        or any(_size(before[0], d) != _size(after[0], d) for d in dims)
-        or _appeared(before[0], after[0], sizes)
-    )
-
-
-def _appeared(
-    before: tuple[int, ...] | None, after: tuple[int, ...] | None, sizes: set[int]
-) -> bool:
-    """A step made a dim of one of ``sizes`` that its input did not have."""
-    if before is None or after is None:
-        return False
-    return any(after.count(size) > before.count(size) for size in sizes if size != 1)
-
-
-def _rank(shape: tuple[int, ...] | None) -> int | None:
-    return None if shape is None else len(shape)
-
-
-def _size(shape: tuple[int, ...] | None, dim: int) -> int | None:
-    """``shape[dim]`` (negative: from the right), None where it has no such dim."""
-    if shape is None or (dim >= len(shape) if dim >= 0 else -dim > len(shape)):
-        return None
-    return shape[dim]
 
 
 def _by_name(
@@ -326,10 +210,15 @@ def _passed(
         return " ".join((ast.get_source_segment(source, node) or "?").split())
 
     if failed.modules:
-        module, arguments = failed.modules[-1]
+        module, arguments, by_name = failed.modules[-1]
         given: list[ast.expr] = list(call.args) if isinstance(call, ast.Call) else []
         label = text(call.func) if isinstance(call, ast.Call) else type(module).__name__
         found = [_named(label, module, module=True)]
+        for keyword in call.keywords if isinstance(call, ast.Call) else ():
+            if keyword.arg is not None and keyword.arg in by_name:  # model(input_ids=ids)
+                written = f"{keyword.arg}={text(keyword.value)}"
+                leaves = leaves_as_passed(written, by_name[keyword.arg], keyword.value, text)
+                found.extend(_named(name, leaf) for name, leaf in leaves)
         for index, value in enumerate(arguments):
             node = given[index] if index < len(given) else None
             written = text(node) if node is not None else f"argument {index + 1}"
@@ -431,7 +320,7 @@ def _odd_values(failed: FailedCall, verdict: Verdict) -> set[int]:
     if verdict.odd >= len(tensors):
         return set()
     odd = tensors[verdict.odd]
-    for module, _ in failed.modules:
+    for module, _, _ in failed.modules:
         if any(parameter is odd for parameter in module.parameters()):
             return {id(module), id(failed.modules[-1][0])}
     return {id(odd)}
@@ -458,7 +347,7 @@ def _inner_module(
     input that reached it."""
     if len(failed.modules) < 2 or not named or not named[0].is_module:
         return []
-    inner, arguments = failed.modules[0]
+    inner, arguments, _ = failed.modules[0]
     outer = failed.modules[-1][0]
     path = next((p for p, m in outer.named_modules() if m is inner), None)
     inner_named = (
