@@ -219,3 +219,69 @@ def test_einops_in_an_attention_block(library_python: str, script) -> None:  # t
     assert shape(run, path, "pooled = reduce", "pooled") == [2, 32]
     assert shape(run, path, "loss = nn.functional", "loss") == []
     assert_no_findings(run)
+
+
+def failed(library_python: str, script: Callable[..., Path], source: str) -> tuple[Run, Path]:
+    """``source`` as ``train.py``, run as :func:`traced` runs it, ending with an error."""
+    path = script(source, "train.py")
+    run = run_cli(path.name, cwd=path.parent, python=library_python, env=OFFLINE, timeout=240)
+    assert run.returncode == 1, run.stderr[-4000:]
+    assert run.trace is not None and run.trace["status"] == "exception", run.trace
+    return run, path
+
+
+BAD_PATTERN = """
+    import torch
+    from einops import rearrange
+
+
+    def split_heads(x, heads):
+        return rearrange(x, "b t (h d) -> b h t d", h=heads)
+
+
+    x = torch.randn(2, 7, 30)
+    for heads in (2, 3, 5, 4):
+        q = split_heads(x, heads)
+"""
+
+
+def test_an_einops_pattern_that_does_not_fit_says_which_dim(  # type: ignore[no-untyped-def]
+    library_python: str, script
+) -> None:
+    """einops raises from its own code: the finding is at the user's call, names the tensor
+    as passed, and says from the pattern (read with einops' parser, not from the message)
+    which dim does not fit: 30 features in 4 heads."""
+    run, path = failed(library_python, script, BAD_PATTERN)
+    [finding] = [f for f in run.trace["findings"] if f["severity"] == "error"]  # type: ignore[index]
+    assert finding["line"] == line_of(path, "return rearrange")
+    assert finding["kind"] == "shape_mismatch"
+    assert finding["op"] == "rearrange"
+    assert [(o["name"], o["shape"]) for o in finding["operands"]] == [("x", [2, 7, 30])]
+    assert finding["advice"] == "dim 2 is 30, and h=4 does not divide it"
+
+
+LONG_PROMPT = """
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=1, n_head=2, n_embd=16, vocab_size=50, n_positions=32)
+    model = GPT2LMHeadModel(config)
+    ids = torch.randint(0, 50, (2, 20))
+    labels = torch.randint(0, 50, (2, 21))
+    out = model(input_ids=ids, labels=labels)
+"""
+
+
+def test_a_model_called_with_keywords_is_explained_by_them(  # type: ignore[no-untyped-def]
+    library_python: str, script
+) -> None:
+    """A transformers model (its forward wrapped in decorators taking ``*args, **kwargs``)
+    given labels one token longer than its input ids: the finding is at the user's call and
+    names the keyword arguments as passed, whatever failed inside the library."""
+    run, path = failed(library_python, script, LONG_PROMPT)
+    errors = [f for f in run.trace["findings"] if f["severity"] == "error"]  # type: ignore[index]
+    assert [f["line"] for f in errors] == [line_of(path, "out = model(")]
+    names = {o["name"]: o["shape"] for o in errors[0]["operands"] if o.get("shape")}
+    assert names.get("input_ids=ids") == [2, 20]
+    assert names.get("labels=labels") == [2, 21]

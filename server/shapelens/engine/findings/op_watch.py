@@ -67,6 +67,17 @@ class Called(NamedTuple):
 
 
 OnCall = Callable[[Called], None]
+_VARARGS, _VARKEYWORDS = 0x04, 0x08
+
+
+class ModuleCall(NamedTuple):
+    """A module a failing call was made in, and what its forward was given."""
+
+    module: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
 Walked = tuple[FrameType | None, bool, Any, Any]
 """What :meth:`OpWatch._walk` found: (watched frame, direct, module, wrapper)."""
 _NOWHERE: Walked = (None, False, None, None)
@@ -94,7 +105,7 @@ class FailedCall:
         kwargs: dict[str, Any],
         exc: BaseException,
         frame: FrameType,
-        modules: tuple[tuple[Any, tuple[Any, ...]], ...] = (),
+        modules: tuple[ModuleCall, ...] = (),
         verdict: Verdict,
     ) -> None:
         self.func = func
@@ -313,7 +324,7 @@ class OpWatch:
         module that user frame called on the way (``self.emb(idx)`` → ``F.embedding``)."""
         frame = caller
         below: FrameType | None = None
-        modules: list[tuple[Any, tuple[Any, ...]]] = []
+        modules: list[ModuleCall] = []
         for _ in range(_MAX_DEPTH):
             if frame is None:
                 return
@@ -375,13 +386,26 @@ def _is_torch_module(module: Any) -> bool:
     return str(getattr(type(module), "__module__", "")).startswith("torch.nn.modules")
 
 
-def forward_call(forward: FrameType) -> tuple[Any, tuple[Any, ...]]:
-    """The module a forward frame runs, and the positional arguments it was given."""
+def forward_call(forward: FrameType) -> ModuleCall:
+    """The module a forward frame runs, and what it was given: its positional arguments and
+    its parameters by name (with what ``*args`` and ``**kwargs`` took: transformers wraps its
+    models' forwards in ``wrapper(self, *args, **kwargs)``)."""
     code = forward.f_code
-    names = code.co_varnames[: code.co_argcount]
     local = forward.f_locals
+    count = code.co_argcount + code.co_kwonlyargcount
+    names = code.co_varnames[:count]
     module = local.get(names[0]) if names else None
-    return module, tuple(local[name] for name in names[1:] if name in local)
+    args = tuple(local[name] for name in code.co_varnames[1 : code.co_argcount] if name in local)
+    kwargs = {name: local[name] for name in names[1:] if name in local}
+    extra = count
+    if code.co_flags & _VARARGS:
+        varargs = local.get(code.co_varnames[extra])
+        args += tuple(varargs) if isinstance(varargs, tuple) else ()
+        extra += 1
+    if code.co_flags & _VARKEYWORDS:
+        varkw = local.get(code.co_varnames[extra])
+        kwargs.update(varkw if isinstance(varkw, dict) else {})
+    return ModuleCall(module, args, kwargs)
 
 
 def _make_mode(torch: Any, watch: OpWatch) -> Any:

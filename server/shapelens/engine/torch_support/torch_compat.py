@@ -27,6 +27,9 @@ MODULE_APPLY = "_apply"
 # -- torch function modes (torch._C's stack: the same five functions in 2.0 to 2.14) -------
 MODULE_CALL_FRAME = "_call_impl"
 """The function of ``nn.Module.__call__`` whose frame calls ``forward`` (every 2.x)."""
+MODULE_CALL_ENTRIES = ("_wrapped_call_impl", MODULE_CALL_FRAME)
+"""The functions ``nn.Module.__call__`` enters first, newest first, each with ``self``,
+``args`` and ``kwargs`` among its locals (``_wrapped_call_impl`` since 2.1)."""
 MODULE_CALL_HELPER = "inner"
 """A module call with hooks (the module's, or global ones) runs ``forward`` from a function
 nested in ``_call_impl`` of this name (2.5 and newer; 2.4 calls it from ``_call_impl``)."""
@@ -82,7 +85,7 @@ def module_call_code(module_class: type) -> CodeType | None:
     """The code every module call runs, with ``self`` and ``args`` among its locals:
     ``_wrapped_call_impl`` (torch ≥ 2.1, so every supported version), else ``_call_impl``
     (torch 2.0)."""
-    for name in ("_wrapped_call_impl", "_call_impl"):
+    for name in MODULE_CALL_ENTRIES:
         code = getattr(getattr(module_class, name, None), "__code__", None)
         if code is not None and {"self", "args"} <= set(code.co_varnames):
             return code  # type: ignore[no-any-return]
@@ -247,7 +250,8 @@ SHAPE_ERROR = re.compile(
     r"|expected input batch_size|multi-target not supported|expects each tensor to be equal size"
     r"|view size is not compatible|inconsistent tensor size|expected target size"
     r"|expected \d+D .*input|mat1 dim 1 must match|dimension out of range"
-    r"|target size .* different to the input size|expected hidden(\[\d\])? size",
+    r"|target size .* different to the input size|expected hidden(\[\d\])? size"
+    r"|shape mismatch",
     re.IGNORECASE,
 )
 WANTS_BOOL_ERROR = re.compile(

@@ -19,8 +19,14 @@ from typing import Any
 
 from shapelens.engine.findings.context import Named, RunFacts, load_paths, resolver
 from shapelens.engine.findings.events import Raised
+from shapelens.engine.findings.rules.einops_patterns import pattern_advice
 from shapelens.engine.findings.rules.failed_call import leaves_as_passed
-from shapelens.engine.findings.rules.mismatch import explain_all, mismatch_kind, operand_of
+from shapelens.engine.findings.rules.mismatch import (
+    devices_disagree,
+    explain_all,
+    mismatch_kind,
+    operand_of,
+)
 from shapelens.engine.torch_support import torch_compat
 from shapelens.trace.finding import Finding
 
@@ -40,10 +46,7 @@ class ExplainLibraryCall:
             return []
         try:
             return self._explain(seen)
-        except Exception:
-            import traceback
-
-            traceback.print_exc()
+        except Exception:  # a library's frame we cannot read: no finding rather than a wrong one
             return []
 
     def _explain(self, seen: Raised) -> list[Finding]:
@@ -79,23 +82,36 @@ class ExplainLibraryCall:
         message = str(seen.exc).strip()
         first = message.splitlines()[0] if message else type(seen.exc).__name__
         op = _label(call, callee, text)
+        advice = _einops(entered, args, kwargs)
         expression = seen.info.source.statement_text(seen.line) or None
-        kind = mismatch_kind(seen.exc, LIBRARY_ERRORS)
+        kind = mismatch_kind(seen.exc, LIBRARY_ERRORS) or devices_disagree(named)
         if kind is not None:  # the odd operand and what the others agree on, as for an op
             found = explain_all(
                 kind, named[:_MAX_OPERANDS], self.facts.origin_of, seen.info.file, seen.line,
                 first, expression=expression,
             )  # fmt: skip
-            return [replace(finding, op=op) for finding in found]
+            return [replace(finding, op=op, advice=advice) for finding in found]
         operands = tuple(
             operand_of(n, self.facts.origin_of, odd=False) for n in named[:_MAX_OPERANDS]
         )
         return [
             Finding(
                 kind="op_error", severity="error", file=seen.info.file, line=seen.line,
-                expression=expression, operands=operands, error=first, op=op,
+                expression=expression, operands=operands, error=first, op=op, advice=advice,
             )
         ]  # fmt: skip
+
+
+def _einops(entered: FrameType, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    """An einops call's pattern against the tensor it was given (rearrange, reduce, repeat:
+    ``tensor, pattern, ..., **axes_lengths``)."""
+    if "einops" not in entered.f_code.co_filename or len(args) < 2:
+        return None
+    tensor, pattern = args[0], args[1]
+    shape = getattr(tensor, "shape", None)
+    if shape is None:
+        return None
+    return pattern_advice(pattern, tuple(int(d) for d in shape), kwargs)
 
 
 def _library_frame(tb: TracebackType | None, user: FrameType) -> FrameType | None:
@@ -112,7 +128,7 @@ def _what_it_was_given(frame: FrameType) -> tuple[Any, tuple[Any, ...], dict[str
     own parameters."""
     local = frame.f_locals
     code = frame.f_code
-    if code.co_name in (torch_compat.MODULE_CALL_FRAME, "_wrapped_call_impl"):
+    if code.co_name in torch_compat.MODULE_CALL_ENTRIES:
         return local.get("self"), tuple(local.get("args", ())), dict(local.get("kwargs", {}))
     count = code.co_argcount + code.co_kwonlyargcount
     args = tuple(local[name] for name in code.co_varnames[: code.co_argcount] if name in local)

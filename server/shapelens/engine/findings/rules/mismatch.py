@@ -77,7 +77,7 @@ def mismatch_kind(
     return None
 
 
-def _devices_disagree(operands: list[Named]) -> str | None:
+def devices_disagree(operands: list[Named]) -> str | None:
     """``device_mismatch`` when the statement's tensors sit on different devices, whatever
     torch's message says (its wording changes between versions: fake tensors on torch 2.4
     say "Unhandled FakeTensor Device Propagation"). 0-dim CPU tensors mix with any device."""
@@ -104,7 +104,7 @@ class ExplainByNames:
         try:
             resolve = resolver(seen.frame)
             operands = named_values(statement, resolve)
-            kind = mismatch_kind(seen.exc) or _devices_disagree(operands)
+            kind = mismatch_kind(seen.exc) or devices_disagree(operands)
             if kind is None:
                 return []
             text = str(seen.exc).strip()
