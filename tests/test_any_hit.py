@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conftest import CHILD_PYTHON, line_of, need, run_cli
+from conftest import CHILD_PYTHON, LspSession, line_of, need, run_cli
 
 need("torch")
 
@@ -137,3 +137,25 @@ def test_a_replay_leaves_the_programs_tensors_and_output_alone(script, tmp_path:
     assert run.trace is not None
     assert [f["kind"] for f in run.trace["findings"] if f["severity"] == "error"] == []
     assert run.line(main, line_of(main, "return head")) is not None
+
+
+async def test_the_editor_shows_a_late_failure_where_the_size_was_written(
+    lsp: LspSession,
+) -> None:
+    """Run from the editor: the diagnostic of the 126th batch's failure is on the model's
+    line, names what fc1 was given, and points at the loader's batch and the `view`."""
+    model, model_uri = lsp.write("model.py", MODEL)
+    train, train_uri = lsp.write("train.py", TRAIN)
+    lsp.open(train)
+    result = await lsp.run(train_uri)
+    assert result["status"] == "exception"
+    [diagnostic] = [d for d in lsp.client.diagnostics[model_uri] if d.code == "shape_mismatch"]
+    assert diagnostic.range.start.line == line_of(model, "hidden =") - 1
+    assert "`self.fc1` (Linear) failed" in diagnostic.message
+    assert "`flat` (16, 392) float32 cpu" in diagnostic.message
+    related = {
+        (Path(r.location.uri).name, r.location.range.start.line)
+        for r in diagnostic.related_information or []
+    }
+    assert ("train.py", line_of(train, "for step, (images") - 1) in related
+    assert ("model.py", line_of(model, "flat =") - 1) in related
