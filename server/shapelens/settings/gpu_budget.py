@@ -6,7 +6,7 @@ The cards are what their makers sell as the device's memory (``a100-80gb``: 80 G
 
 from __future__ import annotations
 
-import re
+from shapelens.lazy_regex import LazyPattern
 
 _UNITS = {
     "": 1,
@@ -36,7 +36,7 @@ GPUS: dict[str, int] = {
     "rtx-4060": 8 * 10**9,
 }
 """Named cards and their memory in bytes (``--gpu``, ``shapelens.gpu``)."""
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+_SIZE = LazyPattern(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
 class BudgetError(ValueError):

@@ -7,12 +7,12 @@ not finite. Never raises; never runs on fake tensors or inside a compiled graph.
 from __future__ import annotations
 
 import cmath
-import re
 import sys
 from typing import Any
 
 from shapelens.engine.recording import values
 from shapelens.engine.torch_support import torch_compat
+from shapelens.lazy_regex import LazyPattern
 
 
 class NonfiniteScan:
@@ -96,12 +96,12 @@ def _numpy_flags(array: Any, max_elements: int) -> tuple[bool, bool] | None:
 
 
 # An Inf made on purpose: a causal or padding mask (docs/findings.md).
-_MASK_TEXT = re.compile(
+_MASK_TEXT = LazyPattern(
     r"masked_fill|\bwhere\(|float\(\s*['\"][+-]?inf|\b(math|torch|np|numpy)\.inf\b"
     r"|-\s*inf\b|finfo\([^)]*\)\.(min|max)|\bmask\b.*\blog\(|log\(.*\b(tril|triu|mask|eye)"
     r"|\w*_mask\s*\("  # a function that makes one: generate_square_subsequent_mask(T)
 )
-_LOG = re.compile(r"\blog\(|\.log\(\)")
+_LOG = LazyPattern(r"\blog\(|\.log\(\)")
 
 
 def is_mask_text(text: str) -> bool:

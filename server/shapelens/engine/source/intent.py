@@ -10,7 +10,8 @@ into a loss is the seed's bug, whatever made it.
 from __future__ import annotations
 
 import ast
-import re
+
+from shapelens.lazy_regex import LazyPattern
 
 SHAPING_METHODS = frozenset(
     {
@@ -32,14 +33,14 @@ SHAPING_METHODS = frozenset(
 )
 SHAPING_ATTRIBUTES = frozenset({"T", "mT", "newaxis"})
 REDUCTIONS = frozenset({"mean", "sum", "norm", "nanmean", "nansum", "prod", "item"})
-LOSS_CALL = re.compile(r"(^|_)loss$|^(mse|l1|cross_entropy|nll|binary_cross_entropy\w*|kl_div)")
+LOSS_CALL = LazyPattern(r"(^|_)loss$|^(mse|l1|cross_entropy|nll|binary_cross_entropy\w*|kl_div)")
 
 # The same markers in a line of source (where a value was born).
-_SHAPING_TEXT = re.compile(
+_SHAPING_TEXT = LazyPattern(
     r"\.(unsqueeze|view|reshape|expand|expand_as|view_as|reshape_as|unflatten|t|transpose|"
     r"permute)\(|\.(T|mT)\b|\bNone\s*[\],]|newaxis|\bouter\("
 )
-_KEEPDIM_TEXT = re.compile(r"keepdims?\s*=\s*True")
+_KEEPDIM_TEXT = LazyPattern(r"keepdims?\s*=\s*True")
 
 NO_SHAPING, KEEPDIM, EXPLICIT = 0, 1, 2
 """How strongly source shows a broadcast is meant: an explicit None/unsqueeze/view is

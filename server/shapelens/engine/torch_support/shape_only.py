@@ -34,6 +34,7 @@ from shapelens.engine.recording import values
 from shapelens.engine.torch_support import torch_compat
 from shapelens.engine.torch_support.after_import import when_imported
 from shapelens.engine.torch_support.device_rules import SAME_DEVICE, DeviceRules
+from shapelens.lazy_regex import LazyPattern
 
 STATUS = "shape_only_stop"
 """The run status when the program needed a value a shape-only run does not have."""
@@ -43,7 +44,7 @@ SIMULATED_CUDA = "cuda:0"
 _OUR_ROOT = SHAPELENS_DIR + os.sep
 
 _VALUE_READS = tuple(
-    (re.compile(pattern), said)
+    (LazyPattern(pattern), said)
     for pattern, said in (
         (r"\.item\(\)", "`.item()` reads a tensor's value"),
         (r"\.tolist\(\)", "`.tolist()` reads a tensor's values"),

@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable
 from types import CodeType
 from typing import Any
 
+from shapelens.lazy_regex import LazyPattern
+
 LAZY_MODULES = ("torch._dynamo", "torch.profiler._cupti_monitor", "torch.utils.data")
 """What torch imports only when first used (``optimizer.step()`` pulls in ``torch._dynamo``:
 about 1 s): the warm runner imports them once. A build without one skips it."""
@@ -231,7 +233,7 @@ def skip_in_dynamo(torch: Any, codes: Iterable[CodeType]) -> bool:
 
 
 # -- torch's error wordings ----------------------------------------------------------------
-DEVICE_ERROR = re.compile(
+DEVICE_ERROR = LazyPattern(
     r"same device|two devices|expected device|not on the expected device|backend (cpu|cuda)"
     r"|device type|on device \w+"
     # fake tensors, torch 2.4: "Unhandled FakeTensor Device Propagation for aten.mul.Tensor,
@@ -239,12 +241,12 @@ DEVICE_ERROR = re.compile(
     r"|different devices",
     re.IGNORECASE,
 )
-DTYPE_ERROR = re.compile(
+DTYPE_ERROR = LazyPattern(
     r"dtype|scalar type|must be bool|boolean mask|same type|bool and floating types"
     r"|expected .* but got .*(float|double|long|int|half)",
     re.IGNORECASE,
 )
-SHAPE_ERROR = re.compile(
+SHAPE_ERROR = LazyPattern(
     r"shapes cannot be multiplied|size mismatch|is invalid for input of size"
     r"|sizes of tensors must match|must match the size of tensor|to have \d+ channels"
     r"|expected input batch_size|multi-target not supported|expects each tensor to be equal size"
@@ -254,18 +256,18 @@ SHAPE_ERROR = re.compile(
     r"|shape mismatch",
     re.IGNORECASE,
 )
-WANTS_BOOL_ERROR = re.compile(
+WANTS_BOOL_ERROR = LazyPattern(
     r"boolean mask|must be bool|bool(ean)? (tensor|dtype)|supports boolean"
 )
 """A dtype error that asks for a bool tensor (a mask)."""
-WANTS_INTEGER_ERROR = re.compile(r"\b(Long|Int)\b|int64|indices", re.IGNORECASE)
+WANTS_INTEGER_ERROR = LazyPattern(r"\b(Long|Int)\b|int64|indices", re.IGNORECASE)
 """A dtype error that asks for integer indices."""
-FAKE_DEVICE_ERROR = re.compile(
+FAKE_DEVICE_ERROR = LazyPattern(
     r"Unhandled FakeTensor Device Propagation for \S+, found two different devices (\S+), (\S+)"
 )
 """The fake kernels' device check as torch 2.4 words it; newer ones say what a GPU says,
 "Expected all tensors to be on the same device, but found at least two devices, A and B!"."""
-FAKE_MATMUL_ERROR = re.compile(
+FAKE_MATMUL_ERROR = LazyPattern(
     r"a and b must have same reduction dim, but got \[(\d+), (\d+)\] X \[(\d+), (\d+)\]\.?"
 )
 """A matrix product's shape error as a fake (meta) kernel words it, every 2.x; the real

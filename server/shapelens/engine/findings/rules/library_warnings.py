@@ -18,9 +18,10 @@ from collections.abc import Callable
 from shapelens.engine.findings.context import RunFacts, inputs_of
 from shapelens.engine.findings.events import Warned
 from shapelens.engine.findings.rule import Rule
+from shapelens.lazy_regex import LazyPattern
 from shapelens.trace.finding import Finding, Severity
 
-BUG_WARNING = re.compile(
+BUG_WARNING = LazyPattern(
     r"(target|input) size|broadcast|implicit dimension choice|shapes? (do not|don't) match"
     r"|size mismatch|mismatch|not a leaf Tensor",
     re.IGNORECASE,

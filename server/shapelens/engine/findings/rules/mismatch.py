@@ -10,7 +10,6 @@ float64 one, the int64 mask's creation.
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -28,10 +27,11 @@ from shapelens.engine.findings.events import Raised
 from shapelens.engine.recording.code_info import CodeInfo
 from shapelens.engine.source.source_map import declared_in_class
 from shapelens.engine.torch_support import torch_compat
+from shapelens.lazy_regex import LazyPattern
 from shapelens.trace.finding import Finding, ModuleFacts, Operand
 
 _FLOATS = ("float", "bfloat", "half", "double", "complex")
-_INDEX_CALL = re.compile(r"emb|cross_entropy|nll|criterion|loss|gather|index_select|one_hot")
+_INDEX_CALL = LazyPattern(r"emb|cross_entropy|nll|criterion|loss|gather|index_select|one_hot")
 EXPECTATIONS = {
     "Linear": ("in_features",),
     "Bilinear": ("in1_features", "in2_features"),

@@ -26,12 +26,13 @@ from shapelens.engine.source.shape_comments import (
     evaluate,
     names_in,
 )
+from shapelens.lazy_regex import LazyPattern
 from shapelens.trace.finding import Finding
 
 _OWNERS = ("self", "self.config", "self.cfg", "config", "cfg", "args", "hparams", "opt")
 """Where a comment's bare name is looked up after the frame's own names: ``n_head`` is
 ``self.n_head`` or ``self.config.n_head`` (nanoGPT), ``args.batch_size`` (argparse)."""
-_CAPACITY = re.compile(r"batch|block|max|len|context|ctx|seq|window", re.IGNORECASE)
+_CAPACITY = LazyPattern(r"batch|block|max|len|context|ctx|seq|window", re.IGNORECASE)
 """Names of capacities, not sizes (``batch_size``, ``block_size``, ``max_len``): bound by a
 config or a module constant, a dim smaller than one is the last batch or a short prompt."""
 _OPAQUE = object()
