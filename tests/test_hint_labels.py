@@ -251,11 +251,9 @@ def test_scalars_show_their_course_as_a_sparkline(script, tmp_path: Path) -> Non
     if sys.version_info >= (3, 12):
         assert " loss 1.5 " in line and "grad" not in line and "×" not in line, line
     else:
-        # stalls near 1.5; a loss is read on every hit, so its course is sampled evenly
-        # over the 500 steps (10.5 at step 0, 3.9 at step 16, ...)
-        assert line.endswith("loss 1.5 ▅▁▁▁▁▁▁▁"), line
-    # exact on 3.12+ too: its first body line makes a loss, read on every hit, never switched off
-    assert listing_hint(run.stderr, "for step in range(500):") == "step 0‥499  ×500"
+        assert line.endswith("loss 1.5 ▆▂▁▁▁▁▁▁"), line  # stalls near 1.5
+    estimated = "+" if sys.version_info >= (3, 12) else ""  # its first body line: switched off
+    assert listing_hint(run.stderr, "for step in range(500):") == f"step 0‥499  ×500{estimated}"
     running = run.var(main, line_of(main, "running = 0.9"), "running")
     assert len(running["history"]) >= 2
     ghost = run.var(main, line_of(main, "ghost ="), "ghost")

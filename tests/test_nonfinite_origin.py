@@ -52,3 +52,38 @@ def test_a_late_nan_is_reported_where_it_was_made(script, tmp_path: Path) -> Non
     assert [o["name"] for o in finding["operands"]] == ["log_not_p", "1 - p"]
     assert finding["operands"][1]["shape"] == [16]
     assert "made by torch.log of finite `1 - p`" in finding["message"]
+
+
+INLINE = """
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+scores = torch.cat([torch.linspace(-3, -1, 8), torch.linspace(1, 3, 8)]).unsqueeze(1)
+admitted = (scores.squeeze(1) > 0).float()
+model = nn.Linear(1, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=4.0)
+for step in range(400):
+    p = torch.sigmoid(model(scores).squeeze(1))
+    loss = -(admitted * torch.log(p) + (1 - admitted) * torch.log(1 - p)).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    if step % 100 == 0:
+        print(f"step {step} loss {loss.item():.4f}")
+"""
+
+
+def test_a_loss_written_inline_is_caught_on_its_hit(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The loss is computed on the loop's own line, no helper returns it: the line is
+    probed on each hit between its sampled reads, so hit 280 is seen before the step makes
+    the weights NaN, and of the line's two ``torch.log`` calls the second is named."""
+    main = script(INLINE)
+    run = run_cli("main.py", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("step 0 loss ")
+    [finding] = run.findings("nonfinite")
+    assert (finding["line"], finding["hit"]) == (line_of(main, "loss = -("), 280)
+    assert (finding["state"], finding["op"]) == ("Inf", "torch.log")
+    assert [o["name"] for o in finding["operands"]] == ["torch.log(1 - p)", "1 - p"]
+    assert "made by torch.log of finite `1 - p`" in finding["message"]

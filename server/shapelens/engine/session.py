@@ -108,7 +108,7 @@ class Engine:
             self.recorder.replay = Replay(self.recorder.known, self.records.origin_of)
         if not (keep_compile or fake):  # values to run again with, and no graph to break
             self.facts.origins = OriginSearch(self.recorder.known, self.facts.scan)
-        self.recorder.scalars_on_gpu = options.run.scalars_on_gpu
+        self.recorder.reader.scalars_on_gpu = options.run.scalars_on_gpu  # 0-dim reads sync a GPU
         self.backend_choice = config.backend
         self.backend: TracingBackend = build_backend(
             self.recorder, config.backend, sample_hits=options.tracing.sample_hits

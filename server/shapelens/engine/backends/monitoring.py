@@ -180,6 +180,7 @@ class MonitoringTracer:
         switch_off = self.events.switch_off if self.adaptive else None
         switch_on = self.events.switch_on
         iterated = self.events.loop_iterated
+        probe_loss = self.events.reader.probe_loss
         clock = time.monotonic
         rearm_listeners = self._rearm_listeners
         rearm_at = [clock() + REARM_INTERVAL_S]
@@ -208,6 +209,13 @@ class MonitoringTracer:
                 restart_events()
                 for listener in rearm_listeners:
                     listener()
+            probed = info.probe_at.get(statement)
+            if probed is not None and statement in info.switched_off:
+                # After a loss: only probe it, before the optimizer steps. Its hits are
+                # estimated, and the frame's statement stays the last one reported, so the
+                # loop header's next event is still a cheap new iteration.
+                probe_loss(frame, info, probed)
+                return None
             off_since = info.switched_off.get(statement)
             if off_since is not None:
                 if off_since == generation[0]:
@@ -222,11 +230,13 @@ class MonitoringTracer:
                 switch_off is not None
                 and count > DENSE_HITS
                 and statement not in info.loop_headers
-                # where a loss line's hit ends: its value is read here, before the optimizer
-                # steps (a NaN's origin is searched with the weights that made it)
-                and previous not in info.loss_lines
                 and switch_off(info, statement, count, generation[0])
             ):
+                # The frame's last statement stays a loss once probed: only its first
+                # successor probes it.
+                if previous in info.loss_lines and previous not in info.probe_at.values():
+                    info.probe_at[statement] = previous
+                    return None
                 return disable
             return None
 

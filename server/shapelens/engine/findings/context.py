@@ -57,6 +57,9 @@ class Origin(NamedTuple):
     inputs: list[Any]
     result: Any
     state: str
+    nth: int = 0
+    """How many calls of the same op the line made directly before this one (which of its
+    two ``torch.log`` calls it was)."""
 
 
 class FindsOrigins(Protocol):

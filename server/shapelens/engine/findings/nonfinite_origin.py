@@ -4,7 +4,7 @@ result is not.
 A loss read as NaN on the statement that computed it (``loss = bce(model(x), y)``) was
 made somewhere in the calls it made: a ``torch.log`` of a probability that rounded to
 exactly 1 in a helper, an ``exp`` that overflowed in a forward. The statement is still
-there, with the very values it took (the optimizer has not stepped yet: a loss is read on
+there, with the very values it took (the optimizer has not stepped yet: a loss is probed on
 every hit), so it runs again, once, with a torch function mode that scans each call's
 result: the first call that makes a NaN out of inputs without one, or an Inf out of finite
 inputs on a line that is not a mask, is the origin, on its own line. Real values this time:
@@ -99,6 +99,8 @@ class _Search:
         self.line = line
         self.origin: Origin | None = None
         self.ops = 0
+        self.calls: dict[tuple[int, int, str], int] = {}
+        """(code, line, op name) → the calls of it a user frame made directly so far."""
 
     def call(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         self.ops += 1
@@ -109,8 +111,21 @@ class _Search:
         caller = sys._getframe(2)  # past the mode's __torch_function__
         result = func(*args, **kwargs)
         if self.origin is None:
-            self._judge(func, args, kwargs, result, caller)
+            direct = self._statement_of(caller)
+            key = (id(caller.f_code), direct or 0, name_of(func))
+            nth = self.calls.get(key, 0) if direct else 0
+            self._judge(func, args, kwargs, result, caller, nth)
+            if direct:
+                self.calls[key] = nth + 1
         return result
+
+    def _statement_of(self, caller: Any) -> int | None:
+        """The statement a user frame made this call from itself (not through a function
+        it called), or None."""
+        if caller.f_code is self.code:
+            return self.line
+        info = self.owner.known(caller.f_code)
+        return None if info is None else info.statement_of.get(caller.f_lineno, caller.f_lineno)
 
     def _copy(self, value: Any) -> Any:
         if isinstance(value, self.torch.Tensor) and type(value).__name__ != "Parameter":
@@ -118,7 +133,13 @@ class _Search:
         return value
 
     def _judge(
-        self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], result: Any, caller: Any
+        self,
+        func: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        result: Any,
+        caller: Any,
+        nth: int,
     ) -> None:
         tensor = self.torch.Tensor
         outputs = [x for x in torch_compat.tree_leaves(result) if isinstance(x, tensor)]
@@ -136,7 +157,7 @@ class _Search:
             if where is not None:
                 info, line = where
                 state = "NaN" if nan else "Inf"
-                self.origin = Origin(info, line, func, inputs, result_made, state)
+                self.origin = Origin(info, line, func, inputs, result_made, state, nth)
 
     def _user_line(self, caller: Any) -> tuple[CodeInfo, int] | None:
         frame = caller

@@ -48,6 +48,7 @@ class CodeInfo:
         "loop_headers",
         "loss_lines",
         "op_sites",
+        "probe_at",
         "read_at",
         "shape_comments",
         "source",
@@ -119,9 +120,13 @@ class CodeInfo:
             line: counter for line, counter in source.counter_of.items() if line in statements
         }
         self.loop_headers = source.loop_headers & statements
-        # Statements that stored a 0-dim tensor with a gradient (a loss): read on every hit,
-        # so the hit where it first turns non-finite is seen, before a step spreads it.
-        self.loss_lines: set[int] = set()
+        # Statements that stored a 0-dim tensor with a gradient (a loss) → its name: probed on
+        # every hit, so the hit where it first turns non-finite is seen, before a step
+        # spreads it (read in full on that hit; sampled as any line otherwise).
+        self.loss_lines: dict[int, str] = {}
+        # A switched-off statement that follows a loss line → that line: its events stay on
+        # (sys.monitoring) to probe the loss before the optimizer steps.
+        self.probe_at: dict[int, int] = {}
         # The shape comments about its statements (and its def line: the arguments).
         self.shape_comments = {
             line: comment

@@ -150,7 +150,7 @@ class Reader:
             stats.hits = hit
         scalar = seen.scalar
         if scalar is not None and seen.requires_grad:
-            info.loss_lines.add(line)  # read on every hit: its first NaN is its origin's hit
+            info.loss_lines[line] = name  # probed on every hit: see loss_turned
         check = self.check_value
         if not checked or check is None:
             return changed
@@ -164,6 +164,31 @@ class Reader:
         if due and check(stats, value, kind, self._frame, self._info):
             self._frame = None
         return changed
+
+    def loss_turned(self, frame: FrameType, info: CodeInfo, line: int) -> bool:
+        """Whether the loss that ``line`` stores holds NaN or Inf on this hit, which is not a
+        sampled read: a few microseconds (its one value, as its history reads it: on the
+        CPU, or on a GPU when asked), so the hit it turns on is read in full."""
+        if self.check_value is None:
+            return False  # the rules that look for non-finite values are done
+        try:
+            value = frame.f_locals.get(info.loss_lines[line], _MISSING)
+        except Exception:
+            return False
+        if values.kind_of_type.get(type(value)) != values.TORCH:
+            return False
+        try:  # as _scalar reads it, with fewer attribute reads (this runs on every hit)
+            if value.ndim or not (value.is_cpu or (self.scalars_on_gpu and not value.is_meta)):
+                return False
+            return not math.isfinite(value.item())
+        except Exception:  # complex (no order), or no value to read (a fake tensor)
+            return False
+
+    def probe_loss(self, frame: FrameType, info: CodeInfo, line: int) -> None:
+        """Read the loss of ``line`` in full if it turned non-finite since its last read (its
+        hit is counted, or estimated, already): the statement after it runs."""
+        if self.loss_turned(frame, info, line):
+            self.read_names(frame, info, line, info.stores[line], False, counted=True)
 
     def _read_container(
         self,

@@ -24,6 +24,7 @@ def statement_hook(
     read: Read,
     check: Callable[[FrameType, CodeInfo, int], None],
     news_window: dict[int, int],
+    probe_loss: Callable[[FrameType, CodeInfo, int], None],
 ) -> Callable[[FrameType, CodeInfo, int, int], int]:
     """``statement_started(frame, info, previous, statement)``: ``frame`` moved from
     statement ``previous`` (maybe :data:`NO_STATEMENT`) to another, ``statement``: record
@@ -46,6 +47,8 @@ def statement_hook(
                         if name[0] != "<":  # not a <return>/<yield> recorded on the line
                             stats.hits += 1
                 info.stale.add(previous)
+                if previous in info.loss_lines:  # read in full on the hit it turns NaN
+                    probe_loss(frame, info, previous)
             else:
                 read(frame, info, previous, stores[previous], hit)
         if (

@@ -107,14 +107,14 @@ class StatementRecorder:
         """Statement texts for provenance records, made once per statement."""
         if self._watch_calls:
             self.op_watch.on_call = self._on_call
-        self._reader = Reader(records)
-        self._read_names = self._reader.read_names
+        self.reader = Reader(records)
+        self._read_names = self.reader.read_names
         self._scan = facts.scan
         self.replay: Replay | None = None
         """Replays of failing statements (the engine's choice: not where fake tensors or the
         memory watch already run, nor where torch.compile regions really compile)."""
         if dispatch.wants(NonfiniteRead):
-            self._reader.check_value = self._value_read
+            self.reader.check_value = self._value_read
         self._last_exception: tuple[int, type] | None = None
         self._pending_errors: list[tuple[tuple[int, type], list[Finding]]] = []
         self._replay_later: tuple[tuple[int, type], FrameType, CodeInfo, int] | None = None
@@ -132,17 +132,9 @@ class StatementRecorder:
             read=self._read,
             check=self._check_statement,
             news_window=self._news_window,
+            probe_loss=self.reader.probe_loss,
         )
         self.loop_iterated = iteration_hook(self._read)
-
-    @property
-    def scalars_on_gpu(self) -> bool:
-        """Read 0-dim GPU tensors for their course (each read synchronises the device)."""
-        return self._reader.scalars_on_gpu
-
-    @scalars_on_gpu.setter
-    def scalars_on_gpu(self, on: bool) -> None:
-        self._reader.scalars_on_gpu = on
 
     # -- code objects ------------------------------------------------------------------
     def info_for(self, code: CodeType) -> CodeInfo | None:
@@ -222,7 +214,7 @@ class StatementRecorder:
             line = frame.f_lineno
             statement = info.statement_of.get(line, line)
             name = "<yield>" if yielded else "<return>"
-            self._reader.read_returned(info, statement, name, value, frame)
+            self.reader.read_returned(info, statement, name, value, frame)
             if not yielded and statement in info.shape_comments:
                 self._check_comment(frame, info, statement, (), returned=value)
         if watched:  # after the reads: what they run (a NaN's origin search) is not watched
@@ -362,7 +354,7 @@ class StatementRecorder:
     ) -> None:
         """Statement ``line`` completed its ``hit``-th hit: read what it stored, or only count
         it when this hit is not sampled."""
-        if hit < info.read_at.get(line, 0):
+        if hit < info.read_at.get(line, 0):  # its losses are probed by statement_started
             table = info.stats.get(line)
             if table:
                 for name, stats in table.items():
@@ -377,7 +369,7 @@ class StatementRecorder:
             self._values_changed(info, line)
             for listener in self._news_listeners:
                 listener()
-        dense = hit < info.dense_until.get(line, DENSE_HITS) or line in info.loss_lines
+        dense = hit < info.dense_until.get(line, DENSE_HITS)
         info.read_at[line] = hit + 1 if dense else hit + SAMPLE_GAP
         if line in info.shape_comments:
             self._check_comment(frame, info, line, names, arguments=arguments)
@@ -409,7 +401,7 @@ class StatementRecorder:
         seen = NonfiniteRead(stats=stats, value=value, state=state, frame=frame, info=info)
         self._add(self.dispatch.emit(seen))
         if not self.dispatch.wants(NonfiniteRead):
-            self._reader.check_value = None  # the rules that look for them are done
+            self.reader.check_value = None  # the rules that look for them are done
         return True
 
     def _check_statement(self, frame: FrameType, info: CodeInfo, line: int) -> None:

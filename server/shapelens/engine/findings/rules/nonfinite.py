@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import math
+from collections.abc import Iterator
 from dataclasses import replace
 from types import FrameType
 from typing import Any
@@ -75,7 +76,7 @@ class NonfiniteRule(Rule[NonfiniteRead]):
                 expression=text or None,
                 operands=(subject, *self.facts.operands(inputs)),  # the value, then its inputs
                 state=seen.state,
-                hit=stats.hits,
+                hit=self._hit(stats.file, stats.line, stats.hits),
             )
         ]
 
@@ -94,11 +95,15 @@ class NonfiniteRule(Rule[NonfiniteRead]):
         source = info.source
         if found.state == "Inf" and is_mask_text(source.statement_text(line)):
             return []
+        statement = source.statements.get(line)
+        call = _call_node(statement, found.op, found.nth)
         stored = info.stores.get(line, ())
-        name = stored[0] if len(stored) == 1 else op_label(found.op)
+        if len(stored) == 1 and (call is None or getattr(statement, "value", None) is call):
+            name = stored[0]  # `log_not_p = torch.log(1 - p)`: the result is what it stored
+        else:
+            name = ast.unparse(call) if call is not None else op_label(found.op)
         result = self.facts.operand(name, found.result, shape_of(found.result))
-        inputs = [(_argument_text(source.statements.get(line), found.op, i), x)
-                  for i, x in enumerate(found.inputs)]  # fmt: skip
+        inputs = [(_argument_text(call, i), x) for i, x in enumerate(found.inputs)]
         finding = Finding(
             kind="nonfinite",
             severity="warning",
@@ -107,10 +112,14 @@ class NonfiniteRule(Rule[NonfiniteRead]):
             expression=source.statement_text(line) or None,
             operands=(replace(result, line=line), *self.facts.operands(inputs)),
             state=found.state,
-            hit=self.facts.hits_of(info.file, line) if self.facts.hits_of else info.hits.get(line),
+            hit=self._hit(info.file, line, info.hits.get(line, 0)),
             op=op_label(found.op),
         )
         return [finding]
+
+    def _hit(self, file: str, line: int, counted: int) -> int:
+        """The line's hit now: counted, or estimated where its events are switched off."""
+        return max(counted, self.facts.hits_of(file, line)) if self.facts.hits_of else counted
 
     def _made_as_mask(self, seen: NonfiniteRead) -> bool:
         """An Inf that is a mask: made by masked_fill/where/an inf literal, the log of a 0/1
@@ -149,20 +158,44 @@ def _names_an_infinity(statement: ast.AST, frame: FrameType) -> bool:
     return False
 
 
-def _argument_text(statement: ast.AST | None, op: Any, index: int) -> str:
-    """The text of the ``index``-th tensor argument of the call of ``op`` in the statement
-    (``1 - p`` of ``torch.log(1 - p)``), else ``input``."""
+def _call_node(statement: ast.AST | None, op: Any, nth: int) -> ast.Call | None:
+    """The ``nth`` call of ``op`` in the statement, in the order Python makes them (the
+    second ``torch.log`` of ``log(p) + log(1 - p)``)."""
     name = name_of(op)
-    for node in ast.walk(statement) if statement is not None else ():
-        if isinstance(node, ast.Call):
-            func = node.func
-            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            arguments = ([func.value] if isinstance(func, ast.Attribute) else []) + node.args
-            if called == name and index < len(arguments):
-                if isinstance(func, ast.Attribute) and len(arguments) > len(node.args):
-                    arguments = arguments[1:] if _is_namespace_name(func.value) else arguments
-                return ast.unparse(arguments[index]) if index < len(arguments) else "input"
-    return "input"
+    calls = [
+        node
+        for node in _in_evaluation_order(statement)
+        if isinstance(node, ast.Call) and _called(node) == name
+    ]
+    return calls[nth] if nth < len(calls) else (calls[0] if calls else None)
+
+
+def _in_evaluation_order(node: ast.AST | None) -> Iterator[ast.AST]:
+    """Each node after its children: a call after its function and its arguments."""
+    if node is None:
+        return
+    for child in ast.iter_child_nodes(node):
+        yield from _in_evaluation_order(child)
+    yield node
+
+
+def _called(node: ast.AST) -> str | None:
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+
+
+def _argument_text(call: ast.Call | None, index: int) -> str:
+    """The text of the ``index``-th tensor argument of ``call`` (``1 - p`` of
+    ``torch.log(1 - p)``; ``x`` of ``x.log()``), else ``input``."""
+    if call is None:
+        return "input"
+    func = call.func
+    arguments = ([func.value] if isinstance(func, ast.Attribute) else []) + list(call.args)
+    if isinstance(func, ast.Attribute) and _is_namespace_name(func.value):
+        arguments = arguments[1:]
+    return ast.unparse(arguments[index]) if index < len(arguments) else "input"
 
 
 def _is_namespace_name(node: ast.expr) -> bool:
