@@ -23,13 +23,13 @@ from typing import Any, NamedTuple
 
 from shapelens.engine.findings.call_trials import Verdict, judge
 from shapelens.engine.findings.op_names import op_label
-from shapelens.engine.findings.watched_warnings import (
+from shapelens.engine.source.elementwise import OPERATOR_NAMES
+from shapelens.engine.torch_support import torch_compat
+from shapelens.engine.torch_support.watched_warnings import (
     capture_warnings,
     reissue,
     release_warnings,
 )
-from shapelens.engine.source.elementwise import OPERATOR_NAMES
-from shapelens.engine.torch_support import torch_compat
 
 # torch function name → (operator as written, operands reversed)
 _OPS: dict[str, tuple[str, bool]] = {}
@@ -427,7 +427,7 @@ def _make_mode(torch: Any, watch: OpWatch) -> Any:
             finally:
                 release_warnings(saved)
                 if shown:  # where they point at this module, at the call's frame instead
-                    reissue(shown, func, caller, __file__)
+                    reissue(shown, func, caller)
             with contextlib.suppress(Exception):
                 watch.seen(func, args, kwargs or {}, result, caller)
             return result

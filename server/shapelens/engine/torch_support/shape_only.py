@@ -34,6 +34,7 @@ from shapelens.engine.recording import values
 from shapelens.engine.torch_support import torch_compat
 from shapelens.engine.torch_support.after_import import when_imported
 from shapelens.engine.torch_support.device_rules import SAME_DEVICE, DeviceRules
+from shapelens.engine.torch_support.watched_warnings import shown_at_the_caller
 from shapelens.lazy_regex import LazyPattern
 
 STATUS = "shape_only_stop"
@@ -347,7 +348,8 @@ def _as_on_the_device(torch: Any, *, simulate_cuda: bool) -> Any:
             if said is not None:  # what the GPU checks and the fake kernel does not
                 raise RuntimeError(said)
             try:
-                return func(*args, **kwargs)
+                with shown_at_the_caller(func, sys._getframe(2)):  # not at this module's line
+                    return func(*args, **kwargs)
             except RuntimeError as err:
                 if err.args and isinstance(err.args[0], str):
                     said = as_the_device_says(err.args[0], simulate_cuda=simulate_cuda)

@@ -1,8 +1,9 @@
-"""The warnings of a watched torch call, shown as without the op watch.
+"""The warnings of a torch call made through one of our torch function modes, shown as
+without it.
 
-The op watch's torch function mode sits between the program and torch: torch's
+The op watch's mode and a shape-only run's sit between the program and torch: torch's
 ``warnings.warn(..., stacklevel=2)`` then names the mode's frame, a C++ warning the
-innermost Python frame (the mode's again), and every warning of every watched call shares
+innermost Python frame (the mode's again), and every warning of every such call shares
 that one location, so Python's once-per-location filter shows the first and swallows the
 others. The mode keeps a call's warnings aside and shows each again at the program's own
 frame, through the program's filters and that module's registry.
@@ -10,10 +11,14 @@ frame, through the program's filters and that module's registry.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any, cast
+
+from shapelens.engine import SHAPELENS_DIR
 
 _ALWAYS = ("always", None, Warning, None, 0)
 
@@ -41,22 +46,34 @@ def release_warnings(saved: Any) -> None:
             break
 
 
+@contextlib.contextmanager
+def shown_at_the_caller(func: Any, caller: FrameType) -> Iterator[None]:
+    """The warnings of the call of ``func`` that the block makes, shown as if ``caller``
+    had made it without the mode in between (:func:`reissue`)."""
+    shown: list[warnings.WarningMessage] = []
+    saved = capture_warnings(shown)
+    try:
+        yield
+    finally:
+        release_warnings(saved)
+        if shown:
+            reissue(shown, func, caller)
+
+
 def _filters() -> list[Any]:
     """The warnings module's filter list itself (typeshed calls it a Sequence)."""
     return cast(list[Any], warnings.filters)
 
 
-def reissue(
-    shown: list[warnings.WarningMessage], func: Any, caller: FrameType, mode_file: str
-) -> None:
+def reissue(shown: list[warnings.WarningMessage], func: Any, caller: FrameType) -> None:
     """Warnings a watched call gave, shown as plain Python shows them: where they point
-    at the mode's module (torch's ``stacklevel`` counted the mode's frame, a C++ warning
-    names the innermost Python frame) they point at the frame that made the call instead,
+    at our modules (torch's ``stacklevel`` counted a mode's frame, a C++ warning names the
+    innermost Python frame) they point at the frame that made the call instead,
     and the program's filters and that module's registry decide (once per location)."""
     frame = _calling_frame(func, caller)
     for message in shown:
         filename, lineno, where = message.filename, message.lineno, None
-        if frame is not None and filename == mode_file:
+        if frame is not None and filename.startswith(_OURS):
             filename, lineno, where = frame.f_code.co_filename, frame.f_lineno, frame.f_globals
         if where is None:
             warnings.warn_explicit(message.message, message.category, filename, lineno)
@@ -71,10 +88,14 @@ def reissue(
 
 def _calling_frame(func: Any, caller: FrameType | None) -> FrameType | None:
     """The frame that called ``func`` as the program wrote it: past torch's hand-over to the
-    mode (``handle_torch_function``) and the outer call of ``func`` that handed it over."""
+    mode (``handle_torch_function``), an outer mode of ours that handed the call on, and the
+    outer call of ``func`` that handed it over."""
     code = getattr(func, "__code__", None)
     frame = caller
-    while frame is not None and frame.f_code.co_filename.endswith(_OVERRIDES_FILE):
+    while frame is not None and (
+        frame.f_code.co_filename.endswith(_OVERRIDES_FILE)
+        or frame.f_code.co_filename.startswith(_OURS)
+    ):
         frame = frame.f_back
     if frame is not None and code is not None and frame.f_code is code:
         frame = frame.f_back
@@ -82,3 +103,4 @@ def _calling_frame(func: Any, caller: FrameType | None) -> FrameType | None:
 
 
 _OVERRIDES_FILE = os.path.join("torch", "overrides.py")
+_OURS = SHAPELENS_DIR + os.sep
