@@ -203,6 +203,12 @@ def stop_reason(exc: BaseException, line_text: str | None) -> str | None:
             "the result's shape depends on the tensor's values (nonzero, a boolean mask, "
             "unique, masked_select)"
         )
+    elif (op := torch_compat.op_without_fake_kernel(exc)) is not None:
+        return (
+            f"`{op}` cannot be simulated: it has no fake kernel (it needs real data). To "
+            f'trace past it, skip it in shape-only runs: `if os.environ.get("{ENV_FLAG}") '
+            '!= "1": ...`'
+        )
     else:
         return None
     return (

@@ -272,6 +272,42 @@ FAKE_MATMUL_ERROR = LazyPattern(
 )
 """A matrix product's shape error as a fake (meta) kernel words it, every 2.x; the real
 device says "mat1 and mat2 shapes cannot be multiplied"."""
+_NO_FAKE_KERNEL = LazyPattern(
+    # the dispatcher, every 2.x ("... 'SparseMeta' backend. ... [CPU, CUDA, ...]" and a dump
+    # of every kernel registered: thousands of lines)
+    r"Could not run '(?P<dispatched>[\w:.]+)' with arguments from the '\w*Meta' backend"
+    # a torch.library.custom_op without register_fake (2.4+)
+    r"|no fake impl registered for <CustomOpDef\((?P<custom>[\w:.]+)\)>"
+    # an operator defined with torch.library.Library, a C extension's (2.4+)
+    r"|^(?P<library>[\w:.]+): attempted to run this operator with Meta tensors"
+)
+
+
+def op_without_fake_kernel(exc: BaseException) -> str | None:
+    """The op that fake tensors could not run because it has no fake (meta) kernel: a
+    sparse layout's op on torch 2.4, a custom op without ``register_fake``, a C
+    extension's; else None. Its own error, or one it was raised in handling (torch 2.4
+    then tries the op another way: "Cannot access storage of SparseCsrTensorImpl")."""
+    seen: BaseException | None = exc
+    for _ in range(4):
+        if seen is None:
+            break
+        op = _op_without_fake_kernel(seen)
+        if op is not None:
+            return op
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _op_without_fake_kernel(exc: BaseException) -> str | None:
+    if type(exc).__name__ == "UnsupportedOperatorException":  # fake_tensor's, 2.0 to 2.14
+        op = exc.args[0] if exc.args else None
+        name = getattr(op, "name", None)  # an OpOverload: "mylib::shift", "aten::add.Tensor"
+        return str(name() if callable(name) else op or "an operator")
+    if not isinstance(exc, (NotImplementedError, RuntimeError)):
+        return None
+    found = _NO_FAKE_KERNEL.search(str(exc))
+    return next((name for name in found.groups() if name), None) if found else None
 
 
 # -- memory and FLOPs (engine/memory) --------------------------------------------------------
