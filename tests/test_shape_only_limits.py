@@ -119,3 +119,68 @@ def test_a_sparse_layout_runs_on_or_stops_cleanly(script, tmp_path: Path) -> Non
     else:
         assert run.stdout == "(4, 8)\n"
     assert run.var(main, line_of(main, "d = "), "d")["shape"] == [4]
+
+
+TIED_LM = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class TinyLM(nn.Module):
+    def __init__(self, vocab=1000, width=64):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, width)
+        self.block = nn.Linear(width, width)
+        self.head = nn.Linear(width, vocab, bias=False)
+        self.head.weight = self.emb.weight  # tied, as GPT-2's head to its embedding
+
+    def forward(self, idx):
+        return self.head(torch.relu(self.block(self.emb(idx))))
+
+
+device = "cuda" if torch.cuda.is_available() else "cpu"
+model = TinyLM().to(device).half().to(device, torch.bfloat16)
+model.cuda() if device == "cuda" else model.cpu()
+optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+idx = torch.randint(0, 1000, (4, 16), device=device)
+logits = model(idx)
+loss = F.cross_entropy(logits.float().view(-1, 1000), idx.view(-1))
+loss.backward()
+optimizer.step()
+print(model.head.weight is model.emb.weight, sum(p.numel() for p in model.parameters()))
+"""
+"""A head tied to its embedding, moved and cast the ways people write it: one Parameter
+(64,000 of the 68,160) in a real run, however often the model is converted."""
+
+
+def test_tied_weights_stay_tied_across_conversions(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A shape-only run on the simulated GPU counts what a real run on the CPU counts: the
+    parameters (the tree's count and bytes), the optimizer's state and the peak."""
+    script(TIED_LM)
+    fake = run_cli("--quiet", "--fake", "main.py", cwd=tmp_path, timeout=60)
+    real = run_cli("--quiet", "--memory", "main.py", cwd=tmp_path, timeout=60)
+    assert fake.returncode == real.returncode == 0, fake.stderr + real.stderr
+    assert fake.stdout == real.stdout == "True 68160\n"
+    assert fake.trace is not None and real.trace is not None
+    [fake_root] = [m for m in fake.trace["modules"] if m["path"] == ""]
+    [real_root] = [m for m in real.trace["modules"] if m["path"] == ""]
+    assert fake_root["params"] == real_root["params"] == 68160
+    assert fake_root["cost"] == real_root["cost"]  # param, grad, optimizer state bytes
+    assert fake_root["cost"]["param_bytes"] == 68160 * 2  # bf16
+    peaks = {d["device"]: d["peak_bytes"] for d in fake.trace["memory"]["devices"]}
+    [real_peak] = [d["peak_bytes"] for d in real.trace["memory"]["devices"]]
+    assert peaks["cuda:0"] == real_peak
+
+
+async def test_the_editor_counts_a_tied_weight_once(lsp) -> None:  # type: ignore[no-untyped-def]
+    from lsprotocol import types
+
+    path, uri = lsp.write("main.py", TIED_LM)
+    lsp.open(path)
+    assert (await lsp.run(uri, fake=True))["status"] == "ok"
+    answer = await lsp.client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="shapelens.modules", arguments=[{"uri": uri}])
+    )
+    [root] = [m for m in answer["modules"] if m["path"] == ""]
+    assert root["summary"].startswith("68.2k params · (4,16) → (4,16,1000) ×1"), root

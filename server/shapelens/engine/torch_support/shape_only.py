@@ -224,29 +224,54 @@ def _value_read_in(line_text: str | None) -> str | None:
     return next((said for pattern, said in _VALUE_READS if pattern.search(code)), None)
 
 
+class _Conversion:
+    """The tensors one ``Module._apply`` replaced so far (a model's whole tree: ``.to()``
+    recurses through its children), by the id of the tensor each replaced (kept alive with
+    it, so the id stays its own): a tied weight is one Parameter in two modules, and
+    stays one."""
+
+    replaced: dict[int, tuple[Any, Any]] | None = None
+
+
 def _apply_by_replacing(module: Any, fn: Callable[[Any], Any], recurse: bool = True) -> Any:
     """``Module._apply`` (behind ``.to()``, ``.cuda()``, ``.half()``) for fake parameters:
     torch swaps a fake parameter in place, which its weak references forbid, so each one is
-    replaced by a new Parameter (torch's own "overwrite on conversion" behaviour)."""
+    replaced by a new Parameter (torch's own "overwrite on conversion" behaviour), once:
+    where two modules share one (a language model's head tied to its embedding), both get
+    the same replacement, as an in-place swap keeps them tied."""
+    outermost = _Conversion.replaced is None
+    if outermost:
+        _Conversion.replaced = {}
+    try:
+        if recurse:
+            for child in module.children():
+                torch_compat.apply_to(child, fn)
+        _replace_each(torch_compat.own_parameters(module), fn, parameter=True)
+        _replace_each(torch_compat.own_buffers(module), fn, parameter=False)
+    finally:
+        if outermost:
+            _Conversion.replaced = None
+    return module
+
+
+def _replace_each(table: dict[str, Any], fn: Callable[[Any], Any], *, parameter: bool) -> None:
     import torch
 
-    if recurse:
-        for child in module.children():
-            torch_compat.apply_to(child, fn)
-    parameters = torch_compat.own_parameters(module)
-    for key, param in parameters.items():
-        if param is None:
+    replaced = _Conversion.replaced if _Conversion.replaced is not None else {}
+    for key, old in table.items():
+        if old is None:
             continue
-        with torch.no_grad():
-            applied = torch.nn.Parameter(fn(param), requires_grad=param.requires_grad)
-            if param.grad is not None:
-                applied.grad = fn(param.grad)
-        parameters[key] = applied
-    buffers = torch_compat.own_buffers(module)
-    for key, buffer in buffers.items():
-        if buffer is not None:
-            buffers[key] = fn(buffer)
-    return module
+        done = replaced.get(id(old))
+        if done is None:
+            if parameter:
+                with torch.no_grad():
+                    new = torch.nn.Parameter(fn(old), requires_grad=old.requires_grad)
+                    if old.grad is not None:
+                        new.grad = fn(old.grad)
+            else:
+                new = fn(old)
+            done = replaced[id(old)] = (old, new)
+        table[key] = done[1]
 
 
 def _is_cuda(torch: Any, device: Any) -> bool:
