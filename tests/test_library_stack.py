@@ -285,3 +285,34 @@ def test_a_model_called_with_keywords_is_explained_by_them(  # type: ignore[no-u
     names = {o["name"]: o["shape"] for o in errors[0]["operands"] if o.get("shape")}
     assert names.get("input_ids=ids") == [2, 20]
     assert names.get("labels=labels") == [2, 21]
+
+
+GPT2_SHAPES_ONLY = """
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+config = GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=500, n_positions=64,
+                    bos_token_id=0, eos_token_id=0)
+model = GPT2LMHeadModel(config).cuda()
+ids = torch.randint(0, 500, (2, 16), device="cuda")
+out = model(input_ids=ids, labels=ids)
+out.loss.backward()
+"""
+
+
+def test_a_transformers_model_s_row_counts_its_backward(  # type: ignore[no-untyped-def]
+    library_python: str, script
+) -> None:
+    """GPT-2 returns a ``ModelOutput``: its row and its ``transformer``'s (a
+    ``BaseModelOutputWithPastAndCrossAttentions``) showed 0 backward FLOPs."""
+    path = script(GPT2_SHAPES_ONLY, "train.py")
+    run = run_cli(
+        "--fake", path.name, cwd=path.parent, python=library_python, env=OFFLINE, timeout=240
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    assert run.trace is not None and run.trace["status"] == "ok", run.trace
+    costs = {m["path"]: m["cost"] for m in run.trace["modules"]}
+    for row in ("", "transformer"):
+        # a linear layer's backward: twice its forward (the input's and the weight's grads)
+        assert costs[row]["backward_flops"] >= costs[row]["flops"] > 0, (row, costs[row])
+    assert costs[""]["backward_flops"] > costs["transformer"]["backward_flops"]  # + lm_head

@@ -388,3 +388,97 @@ async def test_the_editor_setting_counts_a_real_run_s_memory(lsp: LspSession) ->
     assert hover is not None and isinstance(hover.contents, types.MarkupContent)
     assert "**memory** born 514.5 KiB, live after" in hover.contents.value
     assert "on cpu, 68.4 MFLOP" in hover.contents.value
+
+
+DICT_OUTPUTS = """
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass
+class Output:
+    logits: torch.Tensor
+    hidden: torch.Tensor
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(32, 64)
+        self.b = nn.Linear(64, 64)
+
+    def forward(self, x):
+        h = torch.relu(self.a(x))
+        return {"hidden": self.b(h), "pre": h}  # h's gradient comes after b's backward
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = Encoder()
+        self.head = nn.Linear(64, 10)
+
+    def forward(self, x):
+        out = self.enc(x)
+        return Output(logits=self.head(out["hidden"]), hidden=out["hidden"])
+
+
+model = Model().cuda()
+x = torch.randn(8, 32, device="cuda")
+out = model(x)
+loss = F.cross_entropy(out.logits, torch.zeros(8, dtype=torch.long, device="cuda"))
+loss.backward()
+"""
+"""Modules that return a dict and a dataclass: their backward runs from the first of their
+outputs' gradients (``logits``') to the last of their inputs'."""
+
+
+def _flop_counter_counts() -> dict[str, int]:
+    """FlopCounterMode's count per module (forward and backward) for the same model on the
+    CPU, in this process: right for modules that return tensors; for a dict it starts the
+    backward at the last output's gradient, and a dataclass it does not open."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    scope: dict[str, Any] = {}
+    exec(DICT_OUTPUTS.split("model = Model()")[0], scope)
+    model = scope["Model"]()
+    with FlopCounterMode(display=False) as counter:
+        out = model(torch.randn(8, 32))
+        torch.nn.functional.cross_entropy(out.logits, torch.zeros(8, dtype=torch.long)).backward()
+    return {name: sum(ops.values()) for name, ops in counter.get_flop_counts().items()}
+
+
+def test_modules_that_return_dicts_and_dataclasses_count_their_backward(
+    script, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    script(DICT_OUTPUTS)
+    run = run_cli("--quiet", "--fake", "main.py", cwd=tmp_path, timeout=60)
+    assert run.returncode == 0, run.stderr
+    costs = {m["path"]: m["cost"] for m in run.trace["modules"]}
+    expected = _flop_counter_counts()
+    for path in ("enc.a", "enc.b", "head"):  # tensors in, tensors out: as FlopCounterMode
+        cost = costs[path]
+        assert cost["flops"] + cost["backward_flops"] == expected[f"Model.{path}"], path
+        assert cost["backward_flops"] > 0
+    # A module's backward holds its children's (no op of their own has a FLOP formula).
+    assert costs["enc"]["backward_flops"] == sum(
+        costs[p]["backward_flops"] for p in ("enc.a", "enc.b")
+    )
+    children = ("enc.a", "enc.b", "head")
+    assert costs[""]["backward_flops"] == sum(costs[p]["backward_flops"] for p in children)
+    assert costs[""]["flops"] + costs[""]["backward_flops"] == expected["Global"]
+
+
+async def test_the_module_view_shows_a_dict_module_s_backward(lsp: LspSession) -> None:
+    path, uri = lsp.write("main.py", DICT_OUTPUTS)
+    lsp.open(path)
+    assert (await lsp.run(uri, fake=True))["status"] == "ok"
+    tree = await lsp.client.workspace_execute_command_async(
+        types.ExecuteCommandParams(command="shapelens.modules", arguments=[{"uri": uri}])
+    )
+    costs = {m["path"]: m["cost"] for m in tree["modules"]}
+    assert costs["enc"]["backward_flops"] == 2 * 8 * 32 * 64 + 2 * 2 * 8 * 64 * 64
+    assert costs[""]["backward_flops"] == costs["enc"]["backward_flops"] + 2 * 2 * 8 * 64 * 10

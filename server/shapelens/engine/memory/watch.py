@@ -13,6 +13,7 @@ storages their category: an optimizer's step (its global step hooks), a backward
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import sys
 import weakref
@@ -132,7 +133,9 @@ class MemoryWatch:
                 elif key in backward:
                     backward.remove(key)
 
-            grad_hook(tensors, fire)
+            # It begins with the first of its outputs' gradients (a dict's other entries
+            # may get theirs from later layers) and ends with the last of its inputs'.
+            grad_hook(tensors, fire, mode="any" if begins else "all")
 
         def before(called: Any, args: Any) -> None:
             key = id(called)
@@ -141,7 +144,7 @@ class MemoryWatch:
             if key not in self.ledger.module_names:
                 self._name(called)
             with contextlib.suppress(Exception):
-                needing = [t for t in _tensors(torch.Tensor, args) if t.requires_grad]
+                needing = [t for t in _passed(torch.Tensor, args) if t.requires_grad]
                 on_grads(needing, key, begins=False)
 
         def after(called: Any, args: Any, output: Any) -> None:
@@ -149,7 +152,7 @@ class MemoryWatch:
             if calls and calls[-1] == key:
                 calls.pop()
             with contextlib.suppress(Exception):
-                needing = [t for t in _tensors(torch.Tensor, output) if t.requires_grad]
+                needing = [t for t in _passed(torch.Tensor, output) if t.requires_grad]
                 on_grads(needing, key, begins=True)
 
         for handle in (
@@ -344,6 +347,20 @@ def _tensors(tensor_type: type, value: Any) -> list[Any]:
     if isinstance(value, (tuple, list)):
         return [t for part in value for t in _tensors(tensor_type, part)]
     return []
+
+
+def _passed(tensor_type: type, value: Any, depth: int = 0) -> list[Any]:
+    """The tensors a module was given or returned, wherever they sit: torch's pytree walks
+    tuples, lists, dicts, named tuples and ``ModelOutput``s (transformers registers it);
+    a dataclass (a model's own output record) is opened by its fields."""
+    found: list[Any] = []
+    for leaf in torch_compat.tree_leaves(value):
+        if isinstance(leaf, tensor_type):
+            found.append(leaf)
+        elif depth < 3 and dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
+            fields = [getattr(leaf, field.name, None) for field in dataclasses.fields(leaf)]
+            found += _passed(tensor_type, fields, depth + 1)
+    return found
 
 
 def _restorer(owner: Any, name: str, original: Any) -> Callable[[], None]:
