@@ -79,8 +79,12 @@ class Session:
         self.index = {name: i for i, name in enumerate(CELLS)}
         # Over Unix sockets, not TCP: a kernel's ports are chosen before it binds them, and a
         # test running beside it (a debug run's adapter) could take one in between.
+        # Its connection file in the test's folder too (else one more tmp*.json in /tmp).
         manager = jupyter_client.KernelManager(
-            kernel_name="python3", transport="ipc", ip=str(folder / "kernel-ipc")
+            kernel_name="python3",
+            transport="ipc",
+            ip=str(folder / "kernel-ipc"),
+            connection_file=str(folder / "kernel.json"),
         )
         self.client = nbclient.NotebookClient(
             self.notebook,
