@@ -209,15 +209,15 @@ class MonitoringTracer:
                 restart_events()
                 for listener in rearm_listeners:
                     listener()
-            probed = info.probe_at.get(statement)
-            if probed is not None and statement in info.switched_off:
-                # After a loss: only probe it, before the optimizer steps. Its hits are
-                # estimated, and the frame's statement stays the last one reported, so the
-                # loop header's next event is still a cheap new iteration.
-                probe_loss(frame, info, probed)
-                return None
             off_since = info.switched_off.get(statement)
             if off_since is not None:
+                probed = info.probe_at.get(statement)
+                if probed is not None:
+                    # After a loss: only probe it, before the optimizer steps. Its hits are
+                    # estimated, and the frame's statement stays the last one reported, so
+                    # the loop header's next event is still a cheap new iteration.
+                    probe_loss(frame, info, probed)
+                    return None
                 if off_since == generation[0]:
                     return disable  # another line of a statement switched off: off too
                 switch_on(info, statement)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import warnings
 from collections.abc import Callable
 from types import CodeType, FrameType, TracebackType
 from typing import Any, NamedTuple
@@ -25,11 +24,7 @@ from shapelens.engine.findings.call_trials import Verdict, judge
 from shapelens.engine.findings.op_names import op_label
 from shapelens.engine.source.elementwise import OPERATOR_NAMES
 from shapelens.engine.torch_support import torch_compat
-from shapelens.engine.torch_support.watched_warnings import (
-    capture_warnings,
-    reissue,
-    release_warnings,
-)
+from shapelens.engine.torch_support.watched_warnings import shown_at_the_caller
 
 # torch function name → (operator as written, operands reversed)
 _OPS: dict[str, tuple[str, bool]] = {}
@@ -416,18 +411,13 @@ def _make_mode(torch: Any, watch: OpWatch) -> Any:
             caller = sys._getframe(1)
             if watch._last_walk[0] is not caller:
                 watch.forget_walk()  # before the op allocates: its frame's locals may go
-            shown: list[warnings.WarningMessage] = []
-            saved = capture_warnings(shown)
             try:
-                result = func(*args, **(kwargs or {}))
+                with shown_at_the_caller(func, caller):  # its warnings: the call's, not ours
+                    result = func(*args, **(kwargs or {}))
             except Exception as exc:
                 with contextlib.suppress(Exception):  # never an error of ours in the program
                     watch.failed(func, args, kwargs or {}, exc, caller)
                 raise
-            finally:
-                release_warnings(saved)
-                if shown:  # where they point at this module, at the call's frame instead
-                    reissue(shown, func, caller)
             with contextlib.suppress(Exception):
                 watch.seen(func, args, kwargs or {}, result, caller)
             return result

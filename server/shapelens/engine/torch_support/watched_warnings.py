@@ -23,7 +23,7 @@ from shapelens.engine import SHAPELENS_DIR
 _ALWAYS = ("always", None, Warning, None, 0)
 
 
-def capture_warnings(shown: list[warnings.WarningMessage]) -> Any:
+def _capture_warnings(shown: list[warnings.WarningMessage]) -> Any:
     """Keep every warning of a watched call in ``shown`` instead of showing it. The filter
     goes in (and out) in place: ``catch_warnings`` would bump the filters' version, and
     every module's once-per-location registry would start over."""
@@ -37,7 +37,7 @@ def capture_warnings(shown: list[warnings.WarningMessage]) -> Any:
     return saved
 
 
-def release_warnings(saved: Any) -> None:
+def _release_warnings(saved: Any) -> None:
     warnings.showwarning = saved
     filters = _filters()
     for index, entry in enumerate(filters):
@@ -49,15 +49,15 @@ def release_warnings(saved: Any) -> None:
 @contextlib.contextmanager
 def shown_at_the_caller(func: Any, caller: FrameType) -> Iterator[None]:
     """The warnings of the call of ``func`` that the block makes, shown as if ``caller``
-    had made it without the mode in between (:func:`reissue`)."""
+    had made it without the mode in between (:func:`_reissue`)."""
     shown: list[warnings.WarningMessage] = []
-    saved = capture_warnings(shown)
+    saved = _capture_warnings(shown)
     try:
         yield
     finally:
-        release_warnings(saved)
+        _release_warnings(saved)
         if shown:
-            reissue(shown, func, caller)
+            _reissue(shown, func, caller)
 
 
 def _filters() -> list[Any]:
@@ -65,7 +65,7 @@ def _filters() -> list[Any]:
     return cast(list[Any], warnings.filters)
 
 
-def reissue(shown: list[warnings.WarningMessage], func: Any, caller: FrameType) -> None:
+def _reissue(shown: list[warnings.WarningMessage], func: Any, caller: FrameType) -> None:
     """Warnings a watched call gave, shown as plain Python shows them: where they point
     at our modules (torch's ``stacklevel`` counted a mode's frame, a C++ warning names the
     innermost Python frame) they point at the frame that made the call instead,

@@ -165,7 +165,7 @@ def _call_node(statement: ast.AST | None, op: Any, nth: int) -> ast.Call | None:
     calls = [
         node
         for node in _in_evaluation_order(statement)
-        if isinstance(node, ast.Call) and _called(node) == name
+        if isinstance(node, ast.Call) and _called(node) == name  # (narrows the type)
     ]
     return calls[nth] if nth < len(calls) else (calls[0] if calls else None)
 
@@ -180,6 +180,7 @@ def _in_evaluation_order(node: ast.AST | None) -> Iterator[ast.AST]:
 
 
 def _called(node: ast.AST) -> str | None:
+    """The name a call calls (``log`` of ``torch.log(x)`` and of ``x.log()``), else None."""
     if not isinstance(node, ast.Call):
         return None
     func = node.func
