@@ -339,3 +339,29 @@ def test_each_step_names_the_op_that_made_it(script, tmp_path: Path) -> None:  #
     finding = _only(run, "shape_mismatch")
     split = line_of(main, "q, k, v =")
     assert [s["op"] for s in finding["chain"] if s["line"] == split] == ["Linear", "Tensor.split"]
+
+
+@pytest.mark.parametrize(
+    ("statement", "advice"),
+    [
+        # a transposed tensor: the strides are the problem, and .reshape the fix
+        ("flat = x.t().view(-1)", "`.view` needs compatible strides; `.reshape` copies if needed"),
+        # a batch size written in: the size is wrong, .reshape refuses it as well
+        ("flat = x.view(16, 4)", None),
+    ],
+)
+def test_view_advice_only_where_strides_are_the_problem(  # type: ignore[no-untyped-def]
+    script, tmp_path: Path, statement: str, advice: str | None
+) -> None:
+    main = script(
+        f"""
+        import torch
+        x = torch.randn(8, 4)
+        {statement}
+        """
+    )
+    run = run_cli("main.py", cwd=tmp_path)
+    assert run.returncode == 1
+    [finding] = [f for f in run.trace["findings"] if f["line"] == line_of(main, "flat =")]
+    assert finding["kind"] == "shape_mismatch"
+    assert finding.get("advice") == advice

@@ -37,11 +37,17 @@ from shapelens.trace.finding import CauseStep, Finding, Operand
 MAX_CHAIN = 10
 _FLOATS = ("float", "bfloat", "half", "double", "complex")
 _ADVICE = {
-    ("dot", "shape_mismatch"): "torch.dot takes two 1-D tensors; use `@` or `torch.matmul`",
-    ("mv", "shape_mismatch"): "torch.mv takes a matrix and a 1-D vector",
-    ("view", "shape_mismatch"): "`.view` needs compatible strides; `.reshape` copies if needed",
+    ("dot", "shape_mismatch"): ("torch.dot takes two 1-D tensors; use `@` or `torch.matmul`", ""),
+    ("mv", "shape_mismatch"): ("torch.mv takes a matrix and a 1-D vector", ""),
+    # only for the strides error: "shape '[16, 32]' is invalid for input of size 256" is a
+    # wrong size, which `.reshape` refuses too
+    ("view", "shape_mismatch"): (
+        "`.view` needs compatible strides; `.reshape` copies if needed",
+        "stride",
+    ),
 }
-"""A sentence for calls whose fix is well known: never needed for the finding to exist."""
+"""A sentence for calls whose fix is well known, and a word the error must hold for it to
+apply: never needed for the finding to exist."""
 
 
 class ExplainByCall:
@@ -328,8 +334,8 @@ def _odd_values(failed: FailedCall, verdict: Verdict) -> set[int]:
 
 def _advice(failed: FailedCall, verdict: Verdict) -> str | None:
     known = _ADVICE.get((name_of(failed.func), verdict.kind))
-    if known is not None:
-        return known
+    if known is not None and known[1] in str(failed.exc):
+        return known[0]
     if verdict.on_values:
         return "it runs on tensors of these shapes, dtypes and devices: their values made it fail"
     return None
