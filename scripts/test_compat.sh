@@ -19,7 +19,7 @@ UV=${UV:-.tools/uv/bin/uv}  # the Makefile's uv (pip when it is missing)
 PYENV_ROOT=${PYENV_ROOT:-$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")}
 BUDGET=${COMPAT_BUDGET_S:-480}
 VENVS=${COMPAT_VENVS:-.venv-compat}  # another checkout's, to share its venvs
-ALL="tests/test_corpus.py tests/test_shape_only.py tests/test_shape_only_limits.py tests/test_module_tree.py tests/test_failed_calls.py"
+ALL="tests/test_corpus.py tests/test_shape_only.py tests/test_shape_only_limits.py tests/test_shape_only_values.py tests/test_module_tree.py tests/test_failed_calls.py"
 LIBRARIES="torchvision==0.29.1 transformers==5.25.0 lightning==2.6.6 timm==1.0.31 einops==0.8.2 accelerate==1.16.0"
 LIBRARY_TESTS=tests/test_library_stack.py  # with SHAPELENS_LIBRARY_PYTHON: ~30 s of one worker
 # name, interpreter version, pins, test files (211 s in all on this 2-core machine, busy; 745 s

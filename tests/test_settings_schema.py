@@ -37,6 +37,7 @@ RUN_FLAGS = {
     "--compile", "--log", "--debug", "--hints", "--modules", "--coverage", "--color",
     "--no-color", "--no-findings", "--nonfinite-max-elements", "--nonfinite-on-gpu",
     "--scalars-on-gpu", "--fake", "--dim-names", "--gpu-memory", "--gpu", "--memory",
+    "--stop-at-values",
 }  # fmt: skip
 
 # The settings a client sends (what the extension's serverSettings writes), and a valid
@@ -125,7 +126,8 @@ def test_every_run_flag_reaches_the_request(asked: list[RunRequest], tmp_path: P
     log = str(tmp_path / "run.log")
     argv = [
         "run", "--function", "f", "--function", "B.forward", "--include", "lib/*",
-        "--exclude", "gen/*", "--backend", "settrace", "--sample", "3", "--fake", "--debug",
+        "--exclude", "gen/*", "--backend", "settrace", "--sample", "3", "--fake",
+        "--stop-at-values", "--debug",
         f"--log={log}", "--python", "/opt/python", "--timeout", "1.5", "--compile",
         "--scalars-on-gpu", "--no-findings", "broadcast", "--no-findings", "warnings",
         "--gpu", "rtx-4090", "--memory",
@@ -140,6 +142,7 @@ def test_every_run_flag_reaches_the_request(asked: list[RunRequest], tmp_path: P
     assert (tracing.backend, tracing.sample_hits, tracing.fake, tracing.debug) == (
         "settrace", 3, True, True
     )  # fmt: skip
+    assert tracing.stop_at_values
     assert (tracing.log, request.python, run.timeout_s) == (log, "/opt/python", 1.5)
     assert run.keep_compile and run.scalars_on_gpu and run.memory
     assert (run.gpu, run.gpu_memory) == ("rtx-4090", None)

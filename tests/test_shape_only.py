@@ -1,5 +1,5 @@
 """Shape-only runs (``--fake``): the whole program on fake tensors, CUDA simulated on this
-CPU-only machine, stopping with its own status where a value is needed."""
+CPU-only machine; values it reads are simulated (``--stop-at-values``: it stops there)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_seed_example_1_written_for_cuda_is_found_without_a_gpu(tmp_path: Path) 
     assert run.returncode == 1, run.stderr
     assert run.trace is not None
     jsonschema.validate(run.trace, json.loads(SCHEMA_PATH.read_text()))
-    assert run.trace["shape_only"] == {"simulated_cuda": not torch.cuda.is_available()}
+    assert run.trace["shape_only"]["simulated_cuda"] == (not torch.cuda.is_available())
     mask = run.var(example, line_of(example, "def myfunc"), "mask")
     assert (mask["dtype"], mask["device"]) == ("int64", "cuda:0")
     [device] = run.findings("device_mismatch")
@@ -84,15 +84,21 @@ def test_a_billion_parameter_gpt_trains_on_simulated_cuda(  # type: ignore[no-un
         timeout=120,
     )
     stderr = done.stderr
-    assert done.returncode == 0, stderr  # stopped at a value: not the program's failure
+    assert done.returncode == 0, stderr
     trace = json.loads(trace_path.read_text())
-    # Where it stopped, and why: the first .item(), after one whole training step.
-    assert trace["status"] == "shape_only_stop" and trace["exit_code"] == 0
-    stop = trace["exception"]
-    assert stop["line"] == line_of(train, 'print(f"step {step} loss')
-    assert stop["message"].startswith("`.item()` reads a tensor's value")
-    assert "SHAPELENS_SHAPE_ONLY" in stop["message"]
-    assert "shape-only run stopped at train.py:" in stderr
+    # Every step of the loop: each log line's `loss.item()` got a simulated value.
+    assert trace["status"] == "ok" and trace["exit_code"] == 0, trace["exception"]
+    assert [line for line in done.stdout.splitlines() if line.startswith("step")] == [
+        f"step {step} loss 0.500" for step in range(4)
+    ]
+    log_line = line_of(train, 'print(f"step {step} loss')
+    assert trace["shape_only"]["simulated"] == [
+        {"file": str(train.resolve()), "line": log_line, "values": 4, "decisions": 0}
+    ]
+    assert _hint(stderr, 'print(f"step {step} loss {loss.item():.3f}")') == "simulated read  [fake]"
+    assert "4 values simulated" in next(
+        r for r in stderr.splitlines() if "shapelens: shape-only run (" in r
+    )
     # The model as it would run on the GPU: over a billion parameters, on cuda:0.
     root = trace["modules"][0]
     assert root["class"] == "GPT" and root["params"] > 1_000_000_000
@@ -100,7 +106,7 @@ def test_a_billion_parameter_gpt_trains_on_simulated_cuda(  # type: ignore[no-un
     assert head["outputs"][0] == {"shape": [8, 128, 50257], "dtype": "float32", "device": "cuda:0"}
     assert _hint(stderr, "x, y = x.to(device), y.to(device)") == "x y (8,128) i64  [fake]"
     assert _hint(stderr, "for step, (x, y) in enumerate(loader):").startswith(
-        "step=0  x y (8,128) i64 cpu"  # the loader's batches, before .to(device)
+        "step 0‥3  x y (8,128) i64 cpu"  # the loader's batches, before .to(device)
     )
     assert (
         _hint(stderr, "logits, loss = model(x, y)")
@@ -120,9 +126,10 @@ def test_a_billion_parameter_gpt_trains_on_simulated_cuda(  # type: ignore[no-un
         ("kept = w.nonzero()", "the result's shape depends on the tensor's values"),
     ],
 )
-def test_a_value_the_run_cannot_know_ends_it_with_its_own_status(  # type: ignore[no-untyped-def]
+def test_with_stop_at_values_a_value_read_ends_the_run(  # type: ignore[no-untyped-def]
     script, tmp_path: Path, statement: str, said: str
 ) -> None:
+    """The old behaviour, for those who want it: the first value read ends the run."""
     main = script(
         f"""
         import torch
@@ -134,7 +141,7 @@ def test_a_value_the_run_cannot_know_ends_it_with_its_own_status(  # type: ignor
             {statement}
         """
     )
-    run = run_cli("--fake", "main.py", cwd=tmp_path, timeout=60)
+    run = run_cli("--fake", "--stop-at-values", "main.py", cwd=tmp_path, timeout=60)
     assert run.returncode == 0, run.stderr
     assert run.trace is not None and run.trace["status"] == "shape_only_stop"
     assert run.trace["exception"]["line"] == line_of(main, statement)
@@ -176,8 +183,9 @@ async def test_the_language_server_runs_shapes_only(lsp) -> None:  # type: ignor
         """,
     )
     lsp.open(path)
-    summary = await lsp.run(uri, fake=True)
+    summary = await lsp.run(uri, fake=True, stopAtValues=True)
     assert summary["status"] == "shape_only_stop" and summary["shapeOnly"] is True
+    assert summary["simulatedValues"] == 0
     hints = await lsp.hints(uri)
     line = line_of(path, "x = torch.randn") - 1
     assert hints[line] == "x (4,3)  [fake]"
@@ -260,8 +268,12 @@ def test_the_clean_corpus_raises_no_alarm_shapes_only() -> None:
     }
     for name, trace in ran.items():
         assert trace["status"] in ("ok", "shape_only_stop"), (name, trace.get("exception"))
-        assert trace["shape_only"] == {"simulated_cuda": not torch.cuda.is_available()}, name
-        assert trace["findings"] == [], (name, trace["findings"])
+        assert trace["shape_only"]["simulated_cuda"] == (not torch.cuda.is_available()), name
+        # torch's own warning about the Transformer's settings, which a real run shows too.
+        found = [
+            f for f in trace["findings"] if "enable_nested_tensor is True" not in f.get("error", "")
+        ]
+        assert found == [], (name, found)
     # Past the data: nanoGPT's batches (random positions, real numbers) reach the model.
     nanogpt = ran["clean/nanogpt/main.py"]
     assert any(m["class"] == "GPT" for m in nanogpt["modules"])  # type: ignore[union-attr]

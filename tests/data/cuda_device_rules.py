@@ -2,9 +2,8 @@
 
 Each rule runs after :data:`PRELUDE` (``dev = "cuda"``). ``raises`` is the exception class a
 real GPU raises (``None``: it runs), ``says`` a phrase of the error's first line on the GPU,
-``note`` why, where it is not obvious. ``stops_shape_only``: the line needs tensor values (a
-boolean mask's result has a data-dependent shape), so a shape-only run stops there instead of
-running it (with its own status, not an error). ``tests/test_cuda_device_rules.py`` runs every
+``note`` why, where it is not obvious (a boolean mask's result has a data-dependent size: a
+shape-only run runs it at its bound). ``tests/test_cuda_device_rules.py`` runs every
 rule through ``shapelens run --fake``; ``scripts/record_cuda_rules.py`` records what a real GPU
 does with each and compares. Only the standard library and torch read this file.
 
@@ -383,7 +382,7 @@ y = x[perm[:4]]
 x = torch.randn(10, 3, device=dev)
 y = x[torch.tensor(2)]
 """),
-    dict(name="gpu_tensor_cpu_bool_mask", raises=None, stops_shape_only=True, code="""
+    dict(name="gpu_tensor_cpu_bool_mask", raises=None, code="""
 x = torch.randn(5, 3, device=dev)
 keep = torch.tensor([True, False, True, True, False])
 y = x[keep]

@@ -8,6 +8,7 @@ export interface RunSummary {
   durationS?: number;
   message?: string;
   shapeOnly?: boolean;
+  simulatedValues?: number; // values a shape-only run stood in for (loss.item(), if on a tensor)
   memory?: { peak: string; text: string } | null; // a shape-only run's peak, written by the server
 }
 
@@ -18,9 +19,14 @@ export function finishedText(file: string, summary: RunSummary): { text: string;
   const fine = summary.status === "ok" || summary.status === "shape_only_stop";
   const icon = fine ? (findings ? "$(warning)" : "$(check)") : "$(error)";
   const shapes = summary.shapeOnly ? " · shapes only" : "";
+  const count = summary.simulatedValues ?? 0;
+  const simulated = count ? ` · ${count} simulated value${count === 1 ? "" : "s"}` : "";
   const memory = summary.memory ? ` · ${summary.memory.peak}` : "";
-  const text = `${icon} ShapeLens:${time} · ${findings} finding${findings === 1 ? "" : "s"}${shapes}${memory}`;
+  const text = `${icon} ShapeLens:${time} · ${findings} finding${findings === 1 ? "" : "s"}${shapes}${simulated}${memory}`;
   let tooltip = `${file}: ${summary.status}${summary.message ? ` (${summary.message})` : ""}`;
+  if (count) {
+    tooltip += `\n${count} value${count === 1 ? "" : "s"} the program read had no data: simulated (hover a marked line)`;
+  }
   if (summary.memory) {
     tooltip += `\n${summary.memory.text}`;
   }

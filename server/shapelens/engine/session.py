@@ -13,11 +13,14 @@ out of :meth:`Engine.drain` as the channel's messages.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import FrameType
 from typing import Any
 
+from shapelens.engine import SHAPELENS_DIR
 from shapelens.engine.backends.choice import (
     BackendChoice,
     TracingBackend,
@@ -68,6 +71,9 @@ class EngineConfig:
     module_tree: bool = True
     compile_callbacks: Sequence[Callable[..., Any]] = ()
     """Callbacks of the caller that run inside user code (an exit hook): kept out of dynamo."""
+
+
+_OUR_ROOT = SHAPELENS_DIR + os.sep
 
 
 class Engine:
@@ -122,7 +128,11 @@ class Engine:
         # Dynamo would trace our reading of module calls inside compiled regions, too.
         wants_tree = config.whole_program and config.module_tree and not keep_compile
         self.modules = ModuleTree(self.scope, self.sources) if wants_tree else None
-        self.shape_only = ShapeOnly()
+        self.shape_only = ShapeOnly(
+            self._user_line,
+            lambda file, line: self.sources.get(file).text(line),
+            stop_at_values=options.tracing.stop_at_values,
+        )
         self.on_shape_only: Callable[[bool], None] | None = None
         """Told when a shape-only run's fake tensors are ready (whether CUDA is simulated)."""
         # A budget is the simulated GPU's: a real run's device has its own memory.
@@ -177,7 +187,22 @@ class Engine:
         if self.memory.changed:
             self.memory.changed = False
             out.append(messages.memory(self.memory.report()))
+        reads = self.shape_only.reads
+        if reads is not None and reads.changed:
+            reads.changed = False
+            out.append(messages.simulated(reads.entries()))
         return out
+
+    def _user_line(self) -> tuple[str, int] | None:
+        """The innermost line of user code running now (a value read's, deep in torch)."""
+        frame: FrameType | None = sys._getframe(2)
+        user_file = self.scope.user_file
+        while frame is not None:
+            path = user_file(frame.f_code.co_filename)
+            if path is not None and not path.startswith(_OUR_ROOT):
+                return path, frame.f_lineno
+            frame = frame.f_back
+        return None
 
     def _report_out_of_memory(self) -> None:
         # At the end: a step or backward under way when it ran out settles its breakdown.

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from shapelens.lsp.line_mapping import map_lines
 from shapelens.present.labels import FileHints, run_usual
 from shapelens.trace import ExceptionInfo, Finding, Trace, TracedLine
-from shapelens.trace.model import LineCost, ModuleCall, ShapeOnlyRun
+from shapelens.trace.model import LineCost, ModuleCall, ShapeOnlyRun, SimulatedLine
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,6 +33,8 @@ class FileResults:
     """How the run ended (``exception`` is where, for this file)."""
     costs: dict[int, LineCost] = field(default_factory=dict)
     """A shape-only run's memory and FLOPs of each 1-based line that ran ops."""
+    simulated: dict[int, SimulatedLine] = field(default_factory=dict)
+    """A shape-only run's stand-in values on each 1-based line that read some."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,21 +81,26 @@ class ResultStore:
         findings_of: dict[str, list[Finding]] = {}
         for finding in trace.findings:
             findings_of.setdefault(finding.file, []).append(finding)
+        simulated_of: dict[str, dict[int, SimulatedLine]] = {}
+        for read in trace.shape_only.simulated if trace.shape_only is not None else ():
+            simulated_of.setdefault(read.file, {})[read.line] = read
         costs_of: dict[str, dict[int, LineCost]] = {}
         for cost in trace.memory.lines if trace.memory is not None else ():
             costs_of.setdefault(cost.file, {})[cost.line] = cost
         for path in files:
             lines = by_file.get(path, {})
+            simulated = simulated_of.get(path, {})
             self._files[path] = FileResults(
                 path=path,
                 owner=owner,
                 run=self._updates,
                 source=sources.get(path, ()),
                 lines=lines,
-                hints=FileHints(lines, sources.get(path, ()), usual),
+                hints=FileHints(lines, sources.get(path, ()), usual, simulated),
                 shape_only=trace.shape_only,
                 status=trace.status,
                 costs=costs_of.get(path, {}),
+                simulated=simulated,
                 findings=tuple(findings_of.get(path, ())),
                 exception=trace.exception
                 if trace.exception is not None and trace.exception.file == path

@@ -357,6 +357,8 @@ def _summary(trace: Trace, cancelled: bool) -> dict[str, Any]:
         "durationS": round(trace.duration_s, 3),
         "compileMode": trace.compile_mode,  # "eager", "compiled" or None (no torch.compile)
         "shapeOnly": trace.shape_only is not None,  # fake tensors: shapes, no values
+        # values the program read that a shape-only run stood in for, for the status bar
+        "simulatedValues": 0 if trace.shape_only is None else trace.shape_only.simulated_values,
         # a shape-only run's peak memory, for the status bar
         "memory": None if trace.memory is None else peak_status(trace.memory, os.getcwd()),
     }

@@ -39,6 +39,7 @@ from shapelens.present.shapes import (
 )
 from shapelens.present.source_blocks import Block, SourceBlocks, source_blocks
 from shapelens.trace import TracedLine, TracedVar
+from shapelens.trace.model import SimulatedLine
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +67,15 @@ class RunUsual:
 
 SHAPE_ONLY_MARK = "[fake]"
 """Ends every hint of a shape-only run (``--fake``): its values were never real."""
+SIMULATED_VALUE = "simulated"
+"""A shape-only run's stand-in for a value the program read (``loss.item()``): never its
+number, which was never real."""
+
+
+def simulated_mark(simulated: SimulatedLine) -> str:
+    """A line where a shape-only run stood in for values: ``simulated read``, or ``branch on
+    simulated value`` where the program decided on one (``if``, ``while``); hover counts them."""
+    return "branch on simulated value" if simulated.decisions else "simulated read"
 
 
 def run_usual(lines: Iterable[TracedLine], *, shape_only: bool = False) -> RunUsual:
@@ -95,8 +105,10 @@ class FileHints:
         lines: Mapping[int, TracedLine],
         source: str | Sequence[str],
         usual: RunUsual,
+        simulated: Mapping[int, SimulatedLine] | None = None,
     ) -> None:
         self._lines = lines
+        self._simulated = simulated or {}
         self._source = source.splitlines(keepends=True) if isinstance(source, str) else source
         self._blocks: SourceBlocks = source_blocks(source)
         self._usual = usual
@@ -118,6 +130,9 @@ class FileHints:
                 text = hits_text(line.hits, line.sampled)
         else:
             text = self._compact(line, style)
+        simulated = self._simulated.get(line.line)
+        if simulated is not None and not any(v.simulated for v in line.vars):
+            text = "  ".join(part for part in (text, simulated_mark(simulated)) if part)
         return f"{text}  {SHAPE_ONLY_MARK}" if text and self._usual.shape_only else text
 
     # -- compact ------------------------------------------------------------------------
@@ -157,6 +172,8 @@ class FileHints:
         sizes: bool,
     ) -> tuple[str, str]:
         """(name, the rest) of one value's compact description."""
+        if var.simulated:
+            return var.name, SIMULATED_VALUE + (f" {own_count}" if own_count else "")
         if var.number is not None:
             text = _number_text(var, var.number)
             return var.name, text + (f" {own_count}" if own_count else "")
@@ -295,11 +312,12 @@ def _hint_name(name: str | None) -> str | None:
 
 def _shapes_text(var: TracedVar, names: DimNames | None = None, sizes: bool = True) -> str:
     """The shape, its dims named by ``names`` (with their ``sizes``, or instead of them)."""
+    bounded = var.bounded_dims
     if var.shape_varies and var.dim_ranges is not None:  # every varying dim as its range
-        return ranged_shape_text(var.dim_ranges, names=names, sizes=sizes)
+        return ranged_shape_text(var.dim_ranges, names=names, sizes=sizes, bounded=bounded)
     if var.shape_varies:  # the number of dims varied: the distinct shapes themselves
         return alternatives_text(var.shapes)
-    return shape_text(var.shape, names=names, sizes=sizes)
+    return shape_text(var.shape, names=names, sizes=sizes, bounded=bounded)
 
 
 def _rank_label(var: TracedVar) -> str | None:
@@ -323,6 +341,8 @@ def var_label(
     count = f" {hits_text(var.hits, sampled)}" if var.hits > 1 else ""
     if clock:
         return f"{var.name} clock{count}"
+    if var.simulated:
+        return f"{var.name} {var.type}{count}"
     if var.number is not None:
         text = _number_text(var, var.number)
         return var.name + (text if text.startswith("=") else f" {text}") + count

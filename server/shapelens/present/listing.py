@@ -140,7 +140,12 @@ def _render_file(
 ) -> Iterable[str]:
     source = linecache.getlines(file)
     traced: dict[int, TracedLine] = {line.line: line for line in trace.lines_of(file)}
-    hints = FileHints(traced, source, usual)
+    simulated = (
+        {s.line: s for s in trace.shape_only.simulated if s.file == file}
+        if trace.shape_only is not None
+        else {}
+    )
+    hints = FileHints(traced, source, usual, simulated)
     findings: dict[int, list[Finding]] = {}
     for finding in trace.findings_of(file):
         findings.setdefault(finding.line, []).append(finding)
@@ -204,7 +209,9 @@ def _summary(trace: Trace, style: _Style) -> str:
     }.get(trace.compile_mode or "")
     if trace.shape_only is not None:
         cuda = ", CUDA simulated" if trace.shape_only.simulated_cuda else ""
-        status = f"shape-only run (fake tensors{cuda}), {status}"
+        count = trace.shape_only.simulated_values
+        values = f", {count} value{'s' if count != 1 else ''} simulated" if count else ""
+        status = f"shape-only run (fake tensors{cuda}{values}), {status}"
     return style.dim(
         f"shapelens: {status}, exit {trace.exit_code}, {len(trace.lines)} lines traced, "
         f"{found or 'no findings'}, {compiled + ', ' if compiled else ''}"

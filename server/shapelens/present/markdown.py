@@ -22,6 +22,18 @@ SAMPLED_NOTE = (
 )
 
 
+SIMULATED_NOTE = (
+    "*A shape-only run has no values: where the program reads one (`.item()`, `float()`, "
+    "`if` on a tensor, printing it) it stands in 0.5 for a float, 1 for an integer and True "
+    "for a bool (False for a NaN/Inf test), so the program goes on as it ordinarily would. "
+    "Not a real value.*"
+)
+BOUNDED_NOTE = (
+    "*`≤`: this size depends on the data (a boolean mask's selection, `nonzero`, `unique`); "
+    "a shape-only run continues at its bound (every element selected) and counts memory there.*"
+)
+
+
 def hits_text(hits: int, sampled: bool) -> str:
     """``×20000``, or ``×20000+`` when the count is an estimate (sampled line events)."""
     return f"×{hits}" + ("+" if sampled else "")
@@ -35,6 +47,9 @@ def var_table(
     dims: Sequence[str | None] | None = None,
 ) -> str:
     """The details of ``var``; ``dims``: the name each dim came from (``B``, ``T``, …)."""
+    if var.simulated:
+        rows = [("value", "simulated"), ("hits", f"≈{var.hits}" if sampled else str(var.hits))]
+        return _table(var, rows, born, sampled) + f"\n\n{SIMULATED_NOTE}"
     if var.number is not None:
         digits = distinct_digits(var.number)  # min and max never read the same
         last, low, high = (number_text(v, digits) for v in var.number)
@@ -43,11 +58,14 @@ def var_table(
         return _table(var, rows + _course(var), born, sampled)
     named = dims is not None and var.shape is not None and len(dims) == len(var.shape)
     names = dims if named else None
-    rows = [("shape", shape_text(var.shape, python=named, names=names))]
+    bounded = var.bounded_dims
+    rows = [("shape", shape_text(var.shape, python=named, names=names, bounded=bounded))]
     if var.shape_varies:
-        rows = [("last shape", shape_text(var.shape))]
+        rows = [("last shape", shape_text(var.shape, bounded=bounded))]
         if var.dim_ranges is not None:
-            dims_text = ranged_shape_text(var.dim_ranges, python=named, names=names)
+            dims_text = ranged_shape_text(
+                var.dim_ranges, python=named, names=names, bounded=bounded
+            )
             rows.append(("dims", dims_text))
     rows += [
         ("dtype", var.dtype or "—"),
@@ -66,7 +84,18 @@ def var_table(
                 f"{shape_text(rank.shape)} {rank.dtype} {rank.device} ×{rank.hits}",
             )
         )
-    return _table(var, rows + _course(var), born, sampled)
+    table = _table(var, rows + _course(var), born, sampled)
+    return table + f"\n\n{BOUNDED_NOTE}" if bounded else table
+
+
+def simulated_line_text(values: int, decisions: int) -> str:
+    """A line's stand-ins in a shape-only run, for its hover."""
+    parts = []
+    if values:
+        parts.append(f"{values} value{'s' if values != 1 else ''} read")
+    if decisions:
+        parts.append(f"{decisions} decision{'s' if decisions != 1 else ''} taken on them")
+    return f"**simulated** on this line: {' and '.join(parts)}. {SIMULATED_NOTE}"
 
 
 def _grad_text(var: TracedVar) -> str:

@@ -27,18 +27,28 @@ DTYPE_ABBREVIATIONS = {
 }
 
 
+BOUND_MARK = "≤"
+"""Before a dim's size that is only its bound (a shape-only run's boolean-mask selection)."""
+
+
 def shape_text(
     shape: Sequence[int] | None,
     *,
     python: bool = False,
     names: Sequence[str | None] | None = None,
     sizes: bool = True,
+    bounded: Sequence[int] = (),
 ) -> str:
     """``(4,1)``; with ``python``: ``(4, 1)``. With ``names`` (one per dim, None where a dim
-    has none): ``(B=4,1)``, or ``(B,1)`` without ``sizes``."""
+    has none): ``(B=4,1)``, or ``(B,1)`` without ``sizes``. ``bounded`` dims are written as
+    bounds: ``(≤32,8)``."""
     if shape is None:
         return "(?)"
-    return joined_dims([str(int(d)) for d in shape], python, names, sizes)
+    dims = [str(int(d)) for d in shape]
+    for index in bounded:
+        if 0 <= index < len(dims):
+            dims[index] = BOUND_MARK + dims[index]
+    return joined_dims(dims, python, names, sizes)
 
 
 def ranged_shape_text(
@@ -47,10 +57,14 @@ def ranged_shape_text(
     python: bool = False,
     names: Sequence[str | None] | None = None,
     sizes: bool = True,
+    bounded: Sequence[int] = (),
 ) -> str:
     """``(2,1‥5,6)``: a shape whose dims varied, each varying dim as ``min‥max``; named like
-    :func:`shape_text`: ``(B=2,T=1‥5,C=6)``."""
+    :func:`shape_text`: ``(B=2,T=1‥5,C=6)``; ``bounded`` dims as their largest bound."""
     dims = [str(lo) if lo == hi else f"{lo}‥{hi}" for lo, hi in ranges]
+    for index in bounded:
+        if 0 <= index < len(dims):
+            dims[index] = BOUND_MARK + str(ranges[index][1])
     return joined_dims(dims, python, names, sizes)
 
 

@@ -193,7 +193,14 @@ class TracingOptions:
         flag="--fake",
         argument="fake",
         help="shape-only run on fake tensors: no data, any model size, CUDA simulated without "
-        "a GPU; stops where the program needs a value (.item())",
+        "a GPU; values the program reads (.item(), if on a tensor) are simulated",
+    )
+    stop_at_values: bool = setting(
+        False,
+        flag="--stop-at-values",
+        argument="stopAtValues",
+        help="a shape-only run stops at the first value the program reads (.item(), if on a "
+        "tensor, printing one) instead of simulating it",
     )
     debug: bool = setting(
         False,

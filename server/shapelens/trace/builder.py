@@ -6,6 +6,7 @@ import os
 import re
 import signal
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from shapelens.trace import (
@@ -31,7 +32,13 @@ from shapelens.trace.messages import (
     field_reader,
     read_record,
 )
-from shapelens.trace.model import CompileMode, RunStatus, ShapeOnlyRun, TracingCore
+from shapelens.trace.model import (
+    CompileMode,
+    RunStatus,
+    ShapeOnlyRun,
+    SimulatedLine,
+    TracingCore,
+)
 from shapelens.trace.suppression import suppressed
 
 TIMEOUT_EXIT_CODE = 124  # as timeout(1)
@@ -61,6 +68,7 @@ class TraceBuilder:
         self._sampled: set[tuple[str, int]] = set()
         self._compile_mode: CompileMode | None = None
         self._shape_only: ShapeOnlyRun | None = None
+        self._simulated: tuple[SimulatedLine, ...] = ()
         self._modules: list[dict[str, Any]] = []
         self.crash: dict[str, Any] | None = None
         self._changed = False
@@ -126,6 +134,11 @@ class TraceBuilder:
             self._compile_mode = compile_mode_of(message.get("mode"))
         elif kind == messages.SHAPE_ONLY:
             self._shape_only = shape_only_of(message)
+        elif kind == messages.SIMULATED:
+            self._simulated = tuple(
+                SimulatedLine(file=r.file, line=r.line, values=r.values, decisions=r.decisions)
+                for r in map(_simulated_record, message["entries"])
+            )
         elif kind == messages.MEMORY:
             self._memory = message["report"]
 
@@ -179,7 +192,9 @@ class TraceBuilder:
             exit_code=exit_code,
             detail=detail,
             compile_mode=self._compile_mode,
-            shape_only=self._shape_only,
+            shape_only=None
+            if self._shape_only is None
+            else replace(self._shape_only, simulated=self._simulated),
             exception=None
             if exc is None
             else ExceptionInfo(
@@ -190,6 +205,10 @@ class TraceBuilder:
             modules=tuple(module_from_json(m) for m in self._modules),
             memory=memory_from_json(self._memory),
         )
+
+
+def _simulated_record(entry: Any) -> messages.SimulatedRecord:
+    return messages.read_record(messages.SimulatedRecord, entry)
 
 
 def _var(var: VarRecord) -> TracedVar:
@@ -210,6 +229,7 @@ def _var(var: VarRecord) -> TracedVar:
         history=() if var.history is None else messages.read_numbers(var.history),
         shape_hits=() if var.shape_hits is None else tuple(int(n) for n in var.shape_hits),
         grad_varied=bool(var.grad_varied),
+        bounded_dims=tuple(int(d) for d in var.bounded_dims or ()),
     )
 
 

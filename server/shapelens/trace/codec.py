@@ -25,6 +25,7 @@ from shapelens.trace.model import (
     ModuleCost,
     RankValue,
     ShapeOnlyRun,
+    SimulatedLine,
     SourceLocation,
     TensorSlot,
     Trace,
@@ -75,6 +76,8 @@ def var_to_json(var: TracedVar) -> dict[str, Any]:
         out["shape_hits"] = list(var.shape_hits)
     if var.grad_varied:
         out["grad_varied"] = True
+    if var.bounded_dims:
+        out["bounded_dims"] = list(var.bounded_dims)
     if var.ranks:
         out["ranks"] = [
             {
@@ -115,9 +118,7 @@ def trace_to_json(trace: Trace) -> dict[str, Any]:
         "exit_code": trace.exit_code,
         "detail": trace.detail,
         "compile": trace.compile_mode,
-        "shape_only": None
-        if trace.shape_only is None
-        else {"simulated_cuda": trace.shape_only.simulated_cuda},
+        "shape_only": None if trace.shape_only is None else shape_only_to_json(trace.shape_only),
         "exception": None
         if exc is None
         else {"type": exc.type, "message": exc.message, "file": exc.file, "line": exc.line},
@@ -324,11 +325,32 @@ def _location_from_json(data: Any) -> SourceLocation | None:
     return SourceLocation(file=str(data["file"]), line=int(data["line"]))
 
 
+def shape_only_to_json(run: ShapeOnlyRun) -> dict[str, Any]:
+    return {
+        "simulated_cuda": run.simulated_cuda,
+        "simulated": [
+            {"file": s.file, "line": s.line, "values": s.values, "decisions": s.decisions}
+            for s in run.simulated
+        ],
+    }
+
+
 def shape_only_of(value: Any) -> ShapeOnlyRun | None:
     """The ``shape_only`` field (or a ``shape_only`` message): None for a real run."""
     if not isinstance(value, dict):
         return None
-    return ShapeOnlyRun(simulated_cuda=bool(value.get("simulated_cuda")))
+    return ShapeOnlyRun(
+        simulated_cuda=bool(value.get("simulated_cuda")),
+        simulated=tuple(
+            SimulatedLine(
+                file=str(s["file"]),
+                line=int(s["line"]),
+                values=int(s["values"]),
+                decisions=int(s["decisions"]),
+            )
+            for s in value.get("simulated", ())
+        ),
+    )
 
 
 def compile_mode_of(value: Any) -> CompileMode | None:
@@ -385,6 +407,7 @@ def trace_from_json(data: Any) -> Trace:
                             history=read_numbers(v.get("history", ())),
                             shape_hits=tuple(int(n) for n in v.get("shape_hits", ())),
                             grad_varied=bool(v.get("grad_varied", False)),
+                            bounded_dims=tuple(int(d) for d in v.get("bounded_dims", ())),
                             ranks=tuple(
                                 RankValue(
                                     rank=int(r["rank"]),

@@ -8,6 +8,8 @@
   compile   {mode}                             how torch.compile regions ran ("eager", ...)
   shape_only {simulated_cuda}                  the run is on fake tensors (``--fake``)
   memory    {report}                           the trace format's ``memory``, re-sent whole
+  simulated {entries: [SimulatedRecord, ...]}  a shape-only run's stand-in values per line,
+                                               re-sent whole
   modules   {entries: [module, ...]}           every nn.Module called so far (trace format's
                                                ``modules``), re-sent whole when calls happened
   debug     {host, port}                       debugpy listens there, waiting for a client
@@ -43,13 +45,18 @@ FINDINGS: Final = "findings"
 COMPILE: Final = "compile"
 SHAPE_ONLY: Final = "shape_only"
 MEMORY: Final = "memory"
+SIMULATED: Final = "simulated"
 MODULES: Final = "modules"
 DEBUG: Final = "debug"
 ERROR: Final = "error"
 STOPPED: Final = "stopped"
 END: Final = "end"
 
-RESULTS: Final = frozenset({LINES, VARS, FINDINGS, MODULES, MEMORY})
+SIMULATED_PREFIX: Final = "simulated "
+"""Starts the type of a value a shape-only run simulated (``simulated float``): the child
+names it so, the presentation reads it."""
+
+RESULTS: Final = frozenset({LINES, VARS, FINDINGS, MODULES, MEMORY, SIMULATED})
 """Kinds that bring new results (a snapshot of a running trace is worth sending)."""
 
 
@@ -83,6 +90,19 @@ class VarRecord(NamedTuple):
     history: list[Any] | None = None
     shape_hits: list[int] | None = None
     grad_varied: bool = False
+    bounded_dims: list[int] | None = None
+    """A shape-only run: the dims whose size depends on the data, at their bound."""
+
+
+class SimulatedRecord(NamedTuple):
+    """A ``simulated`` entry: the values a shape-only run stood in for on one line (read by
+    ``.item()``, ``float()``, printing) and the decisions taken on them (``if``, ``while``,
+    comparing a simulated number)."""
+
+    file: str
+    line: int
+    values: int
+    decisions: int
 
 
 class SampledRecord(NamedTuple):
@@ -148,7 +168,7 @@ class Stopped(TypedDict):
     t: Literal["stopped"]
 
 
-Record = TypeVar("Record", LineRecord, VarRecord, SampledRecord)
+Record = TypeVar("Record", LineRecord, VarRecord, SampledRecord, SimulatedRecord)
 
 
 def read_record(kind: type[Record], entry: Sequence[Any]) -> Record:
@@ -189,6 +209,11 @@ class Memory(TypedDict):
     report: dict[str, Any]
 
 
+class Simulated(TypedDict):
+    t: Literal["simulated"]
+    entries: list[SimulatedRecord]
+
+
 Message = (
     Hello
     | Lines
@@ -198,6 +223,7 @@ Message = (
     | Compile
     | ShapeOnly
     | Memory
+    | Simulated
     | Modules
     | Debug
     | Error
@@ -248,6 +274,10 @@ def shape_only(*, simulated_cuda: bool) -> ShapeOnly:
 
 def memory(report: dict[str, Any]) -> Memory:
     return {"t": MEMORY, "report": report}
+
+
+def simulated(entries: list[SimulatedRecord]) -> Simulated:
+    return {"t": SIMULATED, "entries": entries}
 
 
 def modules(entries: list[dict[str, Any]]) -> Modules:

@@ -37,6 +37,7 @@ from shapelens.trace.finding import (
 from shapelens.trace.finding import (
     Severity as Severity,
 )
+from shapelens.trace.messages import SIMULATED_PREFIX
 
 # "running" only marks live snapshots handed to an editor during a run; never written.
 RunStatus = Literal["ok", "exception", "exit", "timeout", "crashed", "shape_only_stop", "running"]
@@ -80,10 +81,18 @@ class TracedVar:
     """requires_grad was True on some hits and False on others (``requires_grad``: the last)."""
     ranks: tuple[RankValue, ...] = ()
     """Per-rank values of a distributed run (empty for a single process)."""
+    bounded_dims: tuple[int, ...] = ()
+    """A shape-only run: the dims whose size depends on the data (a boolean mask's
+    selection), written at their bound: ``(≤32,8)``."""
 
     @property
     def shape_varies(self) -> bool:
         return len(self.shapes) > 1
+
+    @property
+    def simulated(self) -> bool:
+        """A number a shape-only run stood in for a tensor's value (``loss.item()``)."""
+        return self.type.startswith(SIMULATED_PREFIX)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -171,6 +180,25 @@ class ShapeOnlyRun:
 
     simulated_cuda: bool
     """torch had no CUDA: ``cuda`` tensors lived on ``meta`` and are shown as ``cuda:0``."""
+    simulated: tuple[SimulatedLine, ...] = ()
+    """Where the program read values the run stood in for (``loss.item()``), line by line."""
+
+    @property
+    def simulated_values(self) -> int:
+        """How many values the run stood in for: those read and those decided on."""
+        return sum(s.values + s.decisions for s in self.simulated)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimulatedLine:
+    """One line's stand-in values in a shape-only run (``shape_only.simulated``)."""
+
+    file: str
+    line: int
+    values: int
+    """Values read (``.item()``, ``float()``, formatting, printing a tensor)."""
+    decisions: int
+    """Decisions taken on simulated values (``if``/``while`` on a tensor, comparing one)."""
 
 
 @dataclass(frozen=True, kw_only=True)

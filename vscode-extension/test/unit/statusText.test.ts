@@ -14,6 +14,23 @@ describe("finishedText", () => {
     expect(tooltip).toBe("train.py: ok\nmemory: peak 12.3 MiB on cuda:0 at train.py:12");
   });
 
+  it("counts the values a shape-only run simulated", () => {
+    const { text, tooltip } = finishedText("train.py", {
+      status: "ok",
+      findings: 0,
+      durationS: 2,
+      shapeOnly: true,
+      simulatedValues: 12,
+      memory: null,
+    });
+    expect(text).toBe("$(check) ShapeLens: 2.0s · 0 findings · shapes only · 12 simulated values");
+    expect(tooltip).toBe(
+      "train.py: ok\n12 values the program read had no data: simulated (hover a marked line)",
+    );
+    const one = finishedText("train.py", { status: "ok", shapeOnly: true, simulatedValues: 1 });
+    expect(one.text).toContain("· 1 simulated value");
+  });
+
   it("says nothing of memory for a real run", () => {
     const { text, tooltip } = finishedText("train.py", { status: "exception", findings: 0, memory: null });
     expect(text).toBe("$(error) ShapeLens: · 0 findings");

@@ -19,6 +19,7 @@ from typing import Any
 from shapelens.engine.recording import values
 from shapelens.engine.recording.code_info import CodeInfo
 from shapelens.engine.recording.run_records import MAX_SHAPES, RunRecords, VarStats
+from shapelens.engine.torch_support.simulated_values import bounded, bounded_dims
 
 _MISSING = object()
 
@@ -221,7 +222,7 @@ class Reader:
 class _Metadata:
     """What one read of a tensor or array saw, before it is recorded."""
 
-    __slots__ = ("device", "dtype", "grad_fn", "requires_grad", "scalar", "shape")
+    __slots__ = ("bounded", "device", "dtype", "grad_fn", "requires_grad", "scalar", "shape")
 
     def __init__(self) -> None:
         self.dtype: Any = None
@@ -230,6 +231,7 @@ class _Metadata:
         self.grad_fn: str | None = None
         self.shape: Any = None
         self.scalar: float | None = None
+        self.bounded: tuple[int, ...] = ()
 
 
 def _metadata(value: Any, kind: int, on_gpu: bool) -> _Metadata:
@@ -244,6 +246,8 @@ def _metadata(value: Any, kind: int, on_gpu: bool) -> _Metadata:
                 grad_fn = value.grad_fn
                 seen.grad_fn = None if grad_fn is None else type(grad_fn).__name__
             seen.shape = value.shape
+            if bounded:  # a shape-only run's sizes that depend on the data
+                seen.bounded = bounded_dims(value)
         else:
             seen.dtype = value.dtype
             seen.device = getattr(value, "device", None)
@@ -268,6 +272,9 @@ def _record_metadata(stats: VarStats, seen: _Metadata, hit: int) -> bool:
         stats.grad_fn = seen.grad_fn
     if seen.scalar is not None:
         stats.remember(seen.scalar, hit)
+    if seen.bounded != stats.bounded:
+        stats.bounded = seen.bounded
+        changed = True
     shape = seen.shape
     if shape != stats.shape:
         stats.shape = shape

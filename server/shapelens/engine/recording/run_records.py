@@ -27,6 +27,7 @@ class VarStats:
     """Everything known about one variable name on one line."""
 
     __slots__ = (
+        "bounded",
         "device",
         "dim_ranges",
         "dtype",
@@ -80,6 +81,7 @@ class VarStats:
         self.ref: Callable[[], Any] | None = None
         self.is_argument = False  # bound as a function argument (a def line)
         self.next_nonfinite_check = 1
+        self.bounded: tuple[int, ...] = ()  # dims whose size is a bound (shape-only runs)
 
     def widen(self, shape: Any) -> None:
         """A new shape was read: every dim's range grows to include it (all shapes count,
@@ -165,6 +167,7 @@ class VarStats:
             else None,
             shape_hits=self.shape_counts(hits) if len(self.shapes) > 1 else None,
             grad_varied=self.grad_varied,
+            bounded_dims=list(self.bounded) if self.bounded else None,
         )
 
 

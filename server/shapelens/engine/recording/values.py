@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from shapelens.engine.torch_support import torch_compat
+from shapelens.engine.torch_support import simulated_values, torch_compat
 
 IGNORED = 0
 TORCH = 1
@@ -46,7 +46,7 @@ _ALWAYS_IGNORED: tuple[type, ...] = (
 )
 
 kind_of_type: dict[type, int] = dict.fromkeys(_ALWAYS_IGNORED, IGNORED)
-kind_of_type.update(dict.fromkeys((bool, int, float), NUMBER))
+kind_of_type.update(dict.fromkeys((bool, int, float, *simulated_values.TYPE_NAMES), NUMBER))
 
 
 def _torch_tensor_type() -> type | None:
@@ -93,6 +93,9 @@ def kind_of(value: Any) -> int:
 
 
 def type_name(tp: type) -> str:
+    simulated = simulated_values.TYPE_NAMES.get(tp)
+    if simulated is not None:
+        return simulated  # a shape-only run's stand-in: never shown as a real value
     module = tp.__module__
     if module == "builtins":
         return tp.__qualname__

@@ -2,8 +2,11 @@
 
 A fake tensor has a shape, dtype, device and autograd history but no data, so a 1B-parameter
 model runs in seconds and a few hundred MB, and shape, dtype and device errors are raised
-as on the real device. What cannot work is whatever needs a value (``.item()``, ``if`` on a
-tensor, ``nonzero``): the run stops there with its own status.
+as on the real device. Where the program reads a value (``.item()``, ``if`` on a tensor,
+printing one) it gets a stand-in, counted at its line (:mod:`.value_reads`); where a size
+depends on the data (a boolean mask, ``nonzero``) the run goes on at its bound
+(:mod:`.data_dependent`). What cannot run at all (an op with no fake kernel; every value read
+with ``stop_at_values``) ends the run with its own status.
 
 CUDA without a GPU: a CPU-only torch cannot hold a tensor whose device is ``cuda`` once
 autograd sees it (it asks for a CUDA stream and aborts the process). Where torch has no
@@ -25,15 +28,18 @@ import gc
 import os
 import re
 import sys
+import warnings
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 from shapelens.engine import SHAPELENS_DIR
 from shapelens.engine.recording import values
-from shapelens.engine.torch_support import torch_compat
+from shapelens.engine.torch_support import data_dependent, simulated_values, torch_compat
 from shapelens.engine.torch_support.after_import import when_imported
 from shapelens.engine.torch_support.device_rules import SAME_DEVICE, DeviceRules
+from shapelens.engine.torch_support.module_conversion import apply_by_replacing
+from shapelens.engine.torch_support.value_reads import ValueReads, Where
 from shapelens.engine.torch_support.watched_warnings import shown_at_the_caller
 from shapelens.lazy_regex import LazyPattern
 
@@ -68,10 +74,16 @@ class ShapeOnlyStop(Exception):
 
 
 class ShapeOnly:
-    """Puts a run on fake tensors once torch is imported; :meth:`remove` undoes it."""
+    """Puts a run on fake tensors once torch is imported; :meth:`remove` undoes it.
 
-    def __init__(self) -> None:
+    ``where`` finds the line of user code running now, ``line_text`` reads a line; with
+    ``stop_at_values`` the first value read ends the run instead of getting a stand-in."""
+
+    def __init__(
+        self, where: Where, line_text: Callable[[str, int], str], *, stop_at_values: bool = False
+    ) -> None:
         self.simulated_cuda = False
+        self.reads: ValueReads | None = None if stop_at_values else ValueReads(where, line_text)
         self._undo: list[Callable[[], None]] = []
 
     def install(self, on_ready: Callable[[bool], None]) -> None:
@@ -89,21 +101,42 @@ class ShapeOnly:
         FakeTensor, FakeTensorMode = torch_compat.fake_tensor_types()
         self.simulated_cuda = not torch.cuda.is_available()
         values.kind_of_type[FakeTensor] = values.TORCH  # the program's values, here
-        self._patch(FakeTensor, "__repr__", _refuse_to_print)
+        if self.reads is None:
+            self._patch(FakeTensor, "__repr__", _refuse_to_print)
+        else:
+            self.reads.install(torch, FakeTensor, self._patch)
+            self._undo.append(self.reads.remove)
+            self._undo.append(simulated_values.bounded.clear)
         self._patch(torch, "save", _skip_save)
-        self._patch(torch.nn.Module, torch_compat.MODULE_APPLY, _apply_by_replacing)
+        self._patch(torch.nn.Module, torch_compat.MODULE_APPLY, apply_by_replacing)
         self._patch_data_loading(torch)
         if self.simulated_cuda:
             self._simulate_cuda(torch)
+        self._quiet_about_fake_tensors()
         if torch_compat.gc_clears_live_fake_tensors(torch) and gc.isenabled():
             gc.disable()  # fake tensors hold no data: a short run's cycles cost little
             self._undo.append(gc.enable)
         mode = FakeTensorMode(allow_non_fake_inputs=True)
         mode.__enter__()
         self._undo.append(lambda: mode.__exit__(None, None, None))
-        calls = _as_on_the_device(torch, simulate_cuda=self.simulated_cuda)
+        calls = _as_on_the_device(torch, simulate_cuda=self.simulated_cuda, reads=self.reads)
         calls.__enter__()
         self._undo.append(lambda: calls.__exit__(None, None, None))
+
+    def _quiet_about_fake_tensors(self) -> None:
+        """torch's warnings about fake tensors themselves (a module's fast-path check reads a
+        data pointer) are ShapeLens's doing, never the program's: a real run has none."""
+        filters = cast("list[Any]", warnings.filters)  # typeshed says a Sequence
+        for message in torch_compat.FAKE_TENSOR_WARNINGS:
+            warnings.filterwarnings("ignore", message=message)
+        ours = filters[: len(torch_compat.FAKE_TENSOR_WARNINGS)]  # each went in first
+
+        def restore() -> None:  # ours only: the program's own filters stay as it left them
+            for entry in ours:
+                with contextlib.suppress(ValueError):
+                    filters.remove(entry)
+
+        self._undo.append(restore)
 
     def _simulate_cuda(self, torch: Any) -> None:
         values.DEVICE_ALIASES["meta"] = SIMULATED_CUDA
@@ -224,56 +257,6 @@ def _value_read_in(line_text: str | None) -> str | None:
     return next((said for pattern, said in _VALUE_READS if pattern.search(code)), None)
 
 
-class _Conversion:
-    """The tensors one ``Module._apply`` replaced so far (a model's whole tree: ``.to()``
-    recurses through its children), by the id of the tensor each replaced (kept alive with
-    it, so the id stays its own): a tied weight is one Parameter in two modules, and
-    stays one."""
-
-    replaced: dict[int, tuple[Any, Any]] | None = None
-
-
-def _apply_by_replacing(module: Any, fn: Callable[[Any], Any], recurse: bool = True) -> Any:
-    """``Module._apply`` (behind ``.to()``, ``.cuda()``, ``.half()``) for fake parameters:
-    torch swaps a fake parameter in place, which its weak references forbid, so each one is
-    replaced by a new Parameter (torch's own "overwrite on conversion" behaviour), once:
-    where two modules share one (a language model's head tied to its embedding), both get
-    the same replacement, as an in-place swap keeps them tied."""
-    outermost = _Conversion.replaced is None
-    if outermost:
-        _Conversion.replaced = {}
-    try:
-        if recurse:
-            for child in module.children():
-                torch_compat.apply_to(child, fn)
-        _replace_each(torch_compat.own_parameters(module), fn, parameter=True)
-        _replace_each(torch_compat.own_buffers(module), fn, parameter=False)
-    finally:
-        if outermost:
-            _Conversion.replaced = None
-    return module
-
-
-def _replace_each(table: dict[str, Any], fn: Callable[[Any], Any], *, parameter: bool) -> None:
-    import torch
-
-    replaced = _Conversion.replaced if _Conversion.replaced is not None else {}
-    for key, old in table.items():
-        if old is None:
-            continue
-        done = replaced.get(id(old))
-        if done is None:
-            if parameter:
-                with torch.no_grad():
-                    new = torch.nn.Parameter(fn(old), requires_grad=old.requires_grad)
-                    if old.grad is not None:
-                        new.grad = fn(old.grad)
-            else:
-                new = fn(old)
-            done = replaced[id(old)] = (old, new)
-        table[key] = done[1]
-
-
 def _is_cuda(torch: Any, device: Any) -> bool:
     if isinstance(device, str):
         return bool(_CUDA.match(device))
@@ -314,7 +297,7 @@ def as_the_device_says(text: str, *, simulate_cuda: bool) -> str:
     return text.replace("device type 'meta'", "device type 'cuda'").replace("meta", SIMULATED_CUDA)
 
 
-def _as_on_the_device(torch: Any, *, simulate_cuda: bool) -> Any:
+def _as_on_the_device(torch: Any, *, simulate_cuda: bool, reads: ValueReads | None) -> Any:
     """A torch function mode that words errors as the real device does and, when CUDA is
     simulated, puts what the program asks on ``cuda`` on ``meta``.
 
@@ -373,24 +356,46 @@ def _as_on_the_device(torch: Any, *, simulate_cuda: bool) -> Any:
                 args = (args[0], on_meta(target), *args[2:])
             return self._call(func, args, kwargs)
 
-        @staticmethod
-        def _call(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            said = rules.error(func, args, kwargs)
-            if said is not None:  # what the GPU checks and the fake kernel does not
-                raise RuntimeError(said)
-            try:
-                with shown_at_the_caller(func, sys._getframe(2)):  # not at this module's line
-                    return func(*args, **kwargs)
-            except RuntimeError as err:
-                if err.args and isinstance(err.args[0], str):
-                    said = as_the_device_says(err.args[0], simulate_cuda=simulate_cuda)
-                    err.args = (said, *err.args[1:])
-                if _raised_by_torch_itself(torch, err):
-                    # As the device's kernel raises it: no fake-tensor frames, no chain.
-                    raise RuntimeError(*err.args) from None
-                raise
+        _call = staticmethod(_device_call(torch, rules, simulate_cuda=simulate_cuda, reads=reads))
 
     return AsOnTheDevice()
+
+
+def _device_call(
+    torch: Any, rules: DeviceRules, *, simulate_cuda: bool, reads: ValueReads | None
+) -> Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]:
+    """How the mode runs a fake call: the GPU's device checks first, the error worded as the
+    device words it, an op whose size depends on the data at its bound (with ``reads``:
+    stand-ins on; without, such an op stops the run)."""
+    sizes = None if reads is None else data_dependent.AtTheBound(torch, torch_compat.tree_leaves)
+    sized_by_data = torch_compat.data_dependent_size_error()
+
+    def call(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        said = rules.error(func, args, kwargs)
+        if said is not None:  # what the GPU checks and the fake kernel does not
+            raise RuntimeError(said)
+        try:
+            with shown_at_the_caller(func, sys._getframe(2)):  # not at this module's line
+                result = func(*args, **kwargs)
+        except sized_by_data:
+            result = None if sizes is None else sizes.run(func, args, kwargs)
+            if result is None:
+                raise
+            return result
+        except RuntimeError as err:
+            if err.args and isinstance(err.args[0], str):
+                said = as_the_device_says(err.args[0], simulate_cuda=simulate_cuda)
+                err.args = (said, *err.args[1:])
+            if _raised_by_torch_itself(torch, err):
+                # As the device's kernel raises it: no fake-tensor frames, no chain.
+                raise RuntimeError(*err.args) from None
+            raise
+        if reads is not None and sizes is not None:
+            reads.after_call(func, args, result)
+            sizes.after_call(args, kwargs, result)
+        return result
+
+    return call
 
 
 def _raised_by_torch_itself(torch: Any, err: RuntimeError) -> bool:

@@ -132,6 +132,18 @@ def fake_tensor_types() -> tuple[type, type]:
     return FakeTensor, FakeTensorMode
 
 
+FAKE_TENSOR_WARNINGS = ("Accessing the data pointer of FakeTensor",)
+"""What torch warns about a fake tensor itself (regexes matched at a message's start)."""
+
+
+def data_dependent_size_error() -> type[BaseException]:
+    """What a fake kernel raises for an op whose result's size depends on the data
+    (``nonzero``, a boolean mask)."""
+    from torch._subclasses.fake_tensor import DynamicOutputShapeException
+
+    return DynamicOutputShapeException
+
+
 def gc_clears_live_fake_tensors(torch: Any) -> bool:
     """torch 2.4: the cyclic garbage collector can empty the ``__dict__`` of a FakeTensor that
     autograd still holds, and the backward pass fails with "'FakeTensor' object has no

@@ -10,7 +10,7 @@ from shapelens.lsp.features.text import end_of_line, line_text
 from shapelens.lsp.results import FileView
 from shapelens.present.dim_names import dim_names
 from shapelens.present.findings import SEVERITY_MARKS, finding_detail, mentions, step_text
-from shapelens.present.markdown import var_table
+from shapelens.present.markdown import simulated_line_text, var_table
 from shapelens.present.memory import line_figures
 from shapelens.trace import TracedVar
 
@@ -55,6 +55,10 @@ def hover_for(
     cost = view.results.costs.get(ran.line) if ran is not None else None
     if cost is not None:
         sections.append(f"**memory** {line_figures(cost)}")
+    here = view.lines.get(line)  # the hovered line's own stand-ins, whatever word is hovered
+    read = view.results.simulated.get(here.line) if here is not None else None
+    if read is not None and here is not None and not any(v.simulated for v in here.vars):
+        sections.append(simulated_line_text(read.values, read.decisions))
     for current, finding in view.findings:
         if current == findings_line or mentions(finding, word):
             mark = SEVERITY_MARKS.get(finding.severity, "ℹ")

@@ -1,0 +1,239 @@
+"""A shape-only run's answers to the program's value reads, and where it gave them.
+
+``.item()``, ``float()``, ``int()``, ``bool()`` (an ``if`` or ``while`` on a tensor),
+``.tolist()``, ``.numpy()``, formatting and printing a fake tensor get stand-ins
+(:mod:`~shapelens.engine.torch_support.simulated_values` says which), and each is counted at
+the line of user code that read it: the trace's ``shape_only.simulated``, the hints' marks,
+the summary's count. The methods are replaced on torch's ``FakeTensor`` class alone, so a
+real tensor (a batch's random positions) and every other op cost nothing more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from shapelens.engine.recording.values import device_name
+from shapelens.engine.torch_support import simulated_values, torch_compat
+from shapelens.engine.torch_support.simulated_values import (
+    FLOAT_STAND_IN,
+    INT_STAND_IN,
+    WHILE_BOUND,
+    SimulatedFloat,
+    SimulatedInt,
+    TensorMarks,
+)
+from shapelens.trace.messages import SimulatedRecord
+
+Where = Callable[[], "tuple[str, int] | None"]
+
+_NAN_TESTS = ("isnan", "isinf", "isposinf", "isneginf")
+"""What asks whether a value is NaN or Inf: False on simulated values (they are finite)."""
+_KEEPING_FALSE = ("any", "all", "sum", "amax", "logical_or", "logical_and", "__or__", "__and__",
+                  "__ror__", "__rand__", "bitwise_or", "bitwise_and", "clone", "to", "cpu",
+                  "detach")  # fmt: skip
+"""What keeps a NaN test's answer (``torch.isnan(x).any()``)."""
+_SAME_AS_ITSELF = ("ne", "__ne__")
+"""``x != x``: the NaN test written by hand."""
+
+
+def nan_test_functions(torch: Any) -> frozenset[Any]:
+    """The torch functions :meth:`ValueReads.after_call` must see (the module's and the
+    tensor method of each name): every other op goes by without a look."""
+    names = (*_NAN_TESTS, *_KEEPING_FALSE, *_SAME_AS_ITSELF)
+    found = {getattr(owner, name, None) for owner in (torch, torch.Tensor) for name in names}
+    found.discard(None)
+    return frozenset(found)
+
+
+class ValueReads:
+    """Stand-ins for a fake tensor's values, counted per line of user code."""
+
+    def __init__(self, where: Where, line_text: Callable[[str, int], str]) -> None:
+        self._where = where
+        self._line_text = line_text
+        self.lines: dict[tuple[str, int], list[int]] = {}
+        """(file, line) → [values read, decisions taken] on simulated values."""
+        self.changed = False
+        self._nan_free = TensorMarks()
+        """Tensors that answer False: a NaN/Inf test of simulated (finite) values."""
+        self._in_a_row: dict[tuple[str, int], int] = {}
+        self._torch: Any = None
+        self._nan_tests: frozenset[Any] = frozenset()
+
+    # -- the ledger ---------------------------------------------------------------------
+    def note(self, *, decided: bool) -> tuple[str, int] | None:
+        where = self._where()
+        if where is None:
+            return None
+        counts = self.lines.get(where)
+        if counts is None:
+            counts = self.lines[where] = [0, 0]
+        counts[1 if decided else 0] += 1
+        self.changed = True
+        return where
+
+    def entries(self) -> list[SimulatedRecord]:
+        return [
+            SimulatedRecord(file, line, values, decisions)
+            for (file, line), (values, decisions) in self.lines.items()
+        ]
+
+    # -- the stand-ins ------------------------------------------------------------------
+    def install(self, torch: Any, fake_type: type, patch: Callable[[Any, str, Any], None]) -> None:
+        """Replace ``fake_type``'s value reads (``patch(owner, name, replacement)`` puts each
+        back later); decisions on simulated Python numbers are counted too."""
+        self._torch = torch
+        self._nan_tests = nan_test_functions(torch)
+        for name, replacement in (
+            ("item", self._item),
+            ("__bool__", self._as_bool),
+            ("__float__", self._as_float),
+            ("__int__", self._as_int),
+            ("__index__", self._as_index),
+            ("__format__", self._formatted),
+            ("tolist", self._tolist),
+            ("numpy", self._numpy),
+        ):
+            patch(fake_type, name, _unless_known(getattr(fake_type, name), replacement))
+        printed = self._printed
+        patch(fake_type, "__repr__", lambda tensor, *args, **kwargs: printed(tensor))
+        simulated_values.decided.append(self._decided)
+
+    def _stand_in(self, tensor: Any) -> Any:
+        dtype = tensor.dtype
+        if dtype.is_floating_point or dtype.is_complex:
+            return SimulatedFloat(FLOAT_STAND_IN)
+        if dtype == self._torch.bool:
+            return self._nan_free.get(tensor) is None
+        return SimulatedInt(INT_STAND_IN)
+
+    def _item(self, tensor: Any) -> Any:
+        self.note(decided=False)
+        return self._stand_in(tensor)
+
+    def _as_bool(self, tensor: Any) -> bool:
+        answer = bool(self._stand_in(tensor))
+        where = self.note(decided=True)
+        if answer and where is not None:
+            answer = self._loops_on(where)
+        return answer
+
+    def _as_float(self, tensor: Any) -> float:
+        self.note(decided=False)
+        return SimulatedFloat(float(self._stand_in(tensor)))
+
+    def _as_int(self, tensor: Any) -> int:
+        self.note(decided=False)
+        return SimulatedInt(int(self._stand_in(tensor)))
+
+    def _as_index(self, tensor: Any) -> int:
+        self.note(decided=False)
+        return int(self._stand_in(tensor))  # __index__ must return a plain int
+
+    def _formatted(self, tensor: Any, spec: str) -> str:
+        if tensor.dim() == 0:
+            self.note(decided=False)
+            return format(self._stand_in(tensor), spec)
+        return format(self._printed(tensor), spec)
+
+    def _tolist(self, tensor: Any) -> Any:
+        self.note(decided=False)
+        return _filled(tuple(int(size) for size in tensor.shape), self._stand_in(tensor))
+
+    def _numpy(self, tensor: Any, *, force: bool = False) -> Any:
+        """As torch's ``.numpy()``: refused for a tensor that requires grad or is not on the
+        CPU (a simulated GPU's too), else an array of stand-ins."""
+        if tensor.requires_grad and not force:
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                "instead."
+            )
+        device = shown_device(tensor)
+        if device != "cpu" and not force:
+            raise TypeError(
+                f"can't convert {device} device type tensor to numpy. Use Tensor.cpu() to "
+                "copy the tensor to host memory first."
+            )
+        self.note(decided=False)
+        torch = self._torch
+        with torch_compat.unset_fake_temporarily():
+            return torch.full(
+                tuple(tensor.shape), self._stand_in(tensor), dtype=tensor.dtype
+            ).numpy()
+
+    def _printed(self, tensor: Any) -> str:
+        """As torch prints a tensor without data (a meta tensor): ``tensor(..., size=(4, 3))``."""
+        self.note(decided=False)
+        parts = [f"device='{shown_device(tensor)}'", f"size={tuple(tensor.shape)}"]
+        torch = self._torch
+        if tensor.dtype not in (torch.float32, torch.int64, torch.bool):
+            parts.append(f"dtype={tensor.dtype}")
+        if tensor.grad_fn is not None:
+            parts.append(f"grad_fn=<{type(tensor.grad_fn).__name__}>")
+        elif tensor.requires_grad:
+            parts.append("requires_grad=True")
+        return f"tensor(..., {', '.join(parts)})"
+
+    def remove(self) -> None:
+        if self._decided in simulated_values.decided:
+            simulated_values.decided.remove(self._decided)
+        self._nan_free.clear()
+
+    def _decided(self) -> None:
+        self.note(decided=True)
+
+    def _loops_on(self, where: tuple[str, int]) -> bool:
+        """True, unless ``where`` is a ``while`` that has looped :data:`WHILE_BOUND` times in
+        a row on simulated values: then False, once."""
+        if not self._line_text(*where).lstrip().startswith("while"):
+            return True
+        passes = self._in_a_row.get(where, 0) + 1
+        if passes > WHILE_BOUND:
+            self._in_a_row[where] = 0
+            return False
+        self._in_a_row[where] = passes
+        return True
+
+    # -- NaN tests ----------------------------------------------------------------------
+    def after_call(self, func: Any, args: tuple[Any, ...], result: Any) -> None:
+        """A NaN/Inf test's result answers False (and what reduces it keeps that); every
+        other op goes by after one set lookup."""
+        if func not in self._nan_tests:
+            return
+        name = getattr(func, "__name__", "")
+        if (
+            name in _NAN_TESTS
+            or (name in _SAME_AS_ITSELF and len(args) > 1 and args[0] is args[1])
+            or (
+                self._nan_free
+                and name in _KEEPING_FALSE
+                and any(self._nan_free.get(a) for a in args)
+            )
+        ):
+            self._nan_free.mark(result, True)
+
+
+def _unless_known(original: Any, replacement: Callable[..., Any]) -> Callable[..., Any]:
+    """``replacement``, unless the fake tensor knows its value: a constant (an optimizer's
+    step counter, ``torch.tensor(0.0)``), which torch reads as it is."""
+
+    def read(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(self, "constant", None) is not None:
+            return original(self, *args, **kwargs)
+        return replacement(self, *args, **kwargs)
+
+    read.__name__ = replacement.__name__
+    return read
+
+
+def shown_device(tensor: Any) -> str:
+    """The device as the program sees it (``meta`` on simulated CUDA: ``cuda:0``)."""
+    return device_name(tensor.device) or "cpu"
+
+
+def _filled(shape: tuple[int, ...], value: Any) -> Any:
+    """``.tolist()`` of a tensor of ``shape`` whose every value is ``value``."""
+    if not shape:
+        return value
+    return [_filled(shape[1:], value) for _ in range(shape[0])]
