@@ -1,8 +1,9 @@
 """Shape-only runs: GPTs trained on simulated CUDA under `shapelens run --fake`.
 
 Wall time and peak RSS (getrusage of waited-for children) of the whole traced run: model
-construction, one AdamW step of 8 × 128 tokens, stopping at the first `loss.item()`; next to
-what the same model would need for real (fp32 weights, gradients and AdamW's two moments).
+construction, AdamW steps of 8 × 128 tokens, each logging its `loss.item()` (simulated); next
+to what the same model would need for real (fp32 weights, gradients and AdamW's two moments).
+Targets (issue 39): a 1.6B-parameter GPT's training step under 10 s and 500 MB of RSS.
 Then "will it fit": a ~7B decoder in bf16 with AdamW on a 24 GiB budget, its peak as the run
 counted it and the line where the budget ran out.
 Usage: python bench/shape_only.py [--python PY ...] [--out FILE]
@@ -61,19 +62,32 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     options = parser.parse_args()
     rows = [
-        "| shape-only run (`--fake`), GPT on simulated `cuda` | params | status | wall | "
-        "peak RSS | real fp32 training would hold |",
-        "|---|---:|---|---:|---:|---:|",
+        "| shape-only run (`--fake`), GPT on simulated `cuda` | params | status | values "
+        "simulated | wall | peak RSS | target | real fp32 training would hold |",
+        "|---|---:|---|---:|---:|---:|---|---:|",
     ]
+    runs = (  # (what, the program's options, the targets: wall s, RSS bytes)
+        ("one AdamW step", ("--depth", "28", "--steps", "1"), (10.0, 500e6)),
+        ("the whole script: 4 AdamW steps, each logged", ("--depth", "20"), None),
+    )
     for python in options.python or [sys.executable]:
-        wall, rss_mib, trace = measure(python)
-        params = int(trace["modules"][0]["params"])  # type: ignore[index]
-        real_gib = params * 4 * 4 / 2**30  # weights, gradients, two AdamW moments
-        version = str(trace["python"])
-        rows.append(
-            f"| Python {version}, one AdamW step of 8 × 128 tokens | {params / 1e9:.2f}B | "
-            f"{trace['status']} | {wall:.1f} s | {rss_mib:.0f} MiB | {real_gib:.0f} GiB |"
-        )
+        for what, program_options, target in runs:
+            wall, rss_mib, trace = measure(python, "--", *program_options)
+            params = int(trace["modules"][0]["params"])  # type: ignore[index]
+            real_gib = params * 4 * 4 / 2**30  # weights, gradients, two AdamW moments
+            simulated = sum(s["values"] + s["decisions"] for s in trace["shape_only"]["simulated"])
+            if target is None:
+                aim = ""
+            else:
+                met = wall < target[0] and rss_mib * 2**20 < target[1]
+                aim = f"< {target[0]:.0f} s, < {target[1] / 1e6:.0f} MB: " + (
+                    "met" if met else "MISSED"
+                )
+            rows.append(
+                f"| Python {trace['python']}, {what}, 8 × 128 tokens | {params / 1e9:.2f}B | "
+                f"{trace['status']} | {simulated} | {wall:.1f} s | {rss_mib:.0f} MiB | {aim} | "
+                f"{real_gib:.0f} GiB |"
+            )
     rows += [
         "",
         "| will it fit? bf16 decoder, AdamW, 24 GiB budget | params | wall | peak (line) | "
@@ -83,7 +97,7 @@ def main() -> None:
     for python in options.python or [sys.executable]:
         wall, _, trace = measure(
             python, "--gpu-memory", "24GiB", "--", "--width", "4096", "--depth", "32",
-            "--heads", "32", "--dtype", "bfloat16",
+            "--heads", "32", "--dtype", "bfloat16", "--steps", "2",
         )  # fmt: skip
         params = int(trace["modules"][0]["params"])
         [gpu] = [d for d in trace["memory"]["devices"] if d["device"].startswith("cuda")]

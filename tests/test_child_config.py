@@ -33,6 +33,7 @@ OPTIONS = RunOptions(
         backend="settrace",
         sample_hits=1000,
         fake=True,
+        stop_at_values=True,
         debug=True,
         log="run.log",
     ),

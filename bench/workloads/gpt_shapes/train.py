@@ -1,4 +1,4 @@
-"""Train the GPT on CUDA: the shape-only run (`shapelens run --fake`) of ~1.2B parameters."""
+"""Train the GPT on CUDA: the shape-only run (`shapelens run --fake`) of 1.2B parameters or more."""
 
 import argparse
 
@@ -13,6 +13,7 @@ parser.add_argument("--depth", type=int, default=20)
 parser.add_argument("--heads", type=int, default=16)
 parser.add_argument("--dtype", default="float32")
 parser.add_argument("--probe", default="probe.pt")
+parser.add_argument("--steps", type=int, default=None, help="stop after this many steps")
 args = parser.parse_args()
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -33,3 +34,5 @@ for step, (x, y) in enumerate(loader):
     optimizer.step()
     torch.save(model.state_dict(), "checkpoint.pt")
     print(f"step {step} loss {loss.item():.3f}")
+    if args.steps is not None and step + 1 >= args.steps:
+        break
