@@ -56,6 +56,17 @@ def measure(python: str, *extra: str) -> tuple[float, float, dict[str, Any]]:
         return float(wall), int(rss_kib) / 1024, json.loads(trace_path.read_text())
 
 
+def _import_rss_mib(python: str) -> float:
+    """Peak RSS of ``python -c "import torch"``: what any run of that torch holds first."""
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, python, "-c", "import torch"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(done.stdout.split()[-1]) / 1024
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--python", action="append", default=None)
@@ -63,14 +74,18 @@ def main() -> None:
     options = parser.parse_args()
     rows = [
         "| shape-only run (`--fake`), GPT on simulated `cuda` | params | status | values "
-        "simulated | wall | peak RSS | target | real fp32 training would hold |",
-        "|---|---:|---|---:|---:|---:|---|---:|",
+        "simulated | wall | peak RSS | `import torch` alone | target | real fp32 training "
+        "would hold |",
+        "|---|---:|---|---:|---:|---:|---:|---|---:|",
     ]
     runs = (  # (what, the program's options, the targets: wall s, RSS bytes)
         ("one AdamW step", ("--depth", "28", "--steps", "1"), (10.0, 500e6)),
         ("the whole script: 4 AdamW steps, each logged", ("--depth", "20"), None),
     )
-    for python in options.python or [sys.executable]:
+    # A relative interpreter (the Makefile's .venv/bin/python) from the runs' own folders.
+    pythons = [str(Path(p).absolute()) if "/" in p else p for p in options.python or []]
+    for python in pythons or [sys.executable]:
+        imported = _import_rss_mib(python)  # the CUDA build of torch loads its libraries
         for what, program_options, target in runs:
             wall, rss_mib, trace = measure(python, "--", *program_options)
             params = int(trace["modules"][0]["params"])  # type: ignore[index]
@@ -85,7 +100,8 @@ def main() -> None:
                 )
             rows.append(
                 f"| Python {trace['python']}, {what}, 8 × 128 tokens | {params / 1e9:.2f}B | "
-                f"{trace['status']} | {simulated} | {wall:.1f} s | {rss_mib:.0f} MiB | {aim} | "
+                f"{trace['status']} | {simulated} | {wall:.1f} s | {rss_mib:.0f} MiB | "
+                f"{imported:.0f} MiB | {aim} | "
                 f"{real_gib:.0f} GiB |"
             )
     rows += [
@@ -94,7 +110,7 @@ def main() -> None:
         "parameters / gradients / AdamW state | out of memory at |",
         "|---|---:|---:|---|---|---|",
     ]
-    for python in options.python or [sys.executable]:
+    for python in pythons or [sys.executable]:
         wall, _, trace = measure(
             python, "--gpu-memory", "24GiB", "--", "--width", "4096", "--depth", "32",
             "--heads", "32", "--dtype", "bfloat16", "--steps", "2",

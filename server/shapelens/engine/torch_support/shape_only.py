@@ -369,6 +369,8 @@ def _device_call(
     stand-ins on; without, such an op stops the run)."""
     sizes = None if reads is None else data_dependent.AtTheBound(torch, torch_compat.tree_leaves)
     sized_by_data = torch_compat.data_dependent_size_error()
+    nan_tests = frozenset() if reads is None else reads.nan_tests
+    bounded = simulated_values.bounded  # empty while no size is a bound
 
     def call(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         said = rules.error(func, args, kwargs)
@@ -390,8 +392,10 @@ def _device_call(
                 # As the device's kernel raises it: no fake-tensor frames, no chain.
                 raise RuntimeError(*err.args) from None
             raise
-        if reads is not None and sizes is not None:
+        # Two lookups per op; the work only for a NaN test, or while a size is a bound.
+        if func in nan_tests and reads is not None:
             reads.after_call(func, args, result)
+        if bounded and sizes is not None:
             sizes.after_call(args, kwargs, result)
         return result
 

@@ -59,7 +59,7 @@ class ValueReads:
         """Tensors that answer False: a NaN/Inf test of simulated (finite) values."""
         self._in_a_row: dict[tuple[str, int], int] = {}
         self._torch: Any = None
-        self._nan_tests: frozenset[Any] = frozenset()
+        self.nan_tests: frozenset[Any] = frozenset()
 
     # -- the ledger ---------------------------------------------------------------------
     def note(self, *, decided: bool) -> tuple[str, int] | None:
@@ -84,7 +84,7 @@ class ValueReads:
         """Replace ``fake_type``'s value reads (``patch(owner, name, replacement)`` puts each
         back later); decisions on simulated Python numbers are counted too."""
         self._torch = torch
-        self._nan_tests = nan_test_functions(torch)
+        self.nan_tests = nan_test_functions(torch)
         for name, replacement in (
             ("item", self._item),
             ("__bool__", self._as_bool),
@@ -197,10 +197,8 @@ class ValueReads:
 
     # -- NaN tests ----------------------------------------------------------------------
     def after_call(self, func: Any, args: tuple[Any, ...], result: Any) -> None:
-        """A NaN/Inf test's result answers False (and what reduces it keeps that); every
-        other op goes by after one set lookup."""
-        if func not in self._nan_tests:
-            return
+        """A NaN/Inf test's result answers False (and what reduces it keeps that): called
+        for the functions of :attr:`nan_tests` only."""
         name = getattr(func, "__name__", "")
         if (
             name in _NAN_TESTS
