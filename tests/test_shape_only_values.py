@@ -56,6 +56,8 @@ READS = """
     while loss > 0.01:
         steps += 1
     as_float, as_int = float(loss), int(y.sum())
+    assert torch.allclose(logits, logits) and torch.equal(y, y)
+    first = logits[logits.argmax(0)[0]]
     listed = logits.detach().cpu().tolist()
     array = logits.detach().cpu().numpy()
     print(loss)
@@ -79,12 +81,18 @@ def test_value_reads_go_on_with_simulated_values(script, tmp_path: Path) -> None
         "tensor(..., device='cuda:0', size=(), grad_fn=<NllLossBackward0>)",
         "8 (8, 2) 16 False 0.5 1",
     ]
+    # Nothing of ShapeLens's doing shows as the program's (Python's deprecation of a float()
+    # that returns a subclass, a warning about fake tensors).
+    assert trace["findings"] == [] and "Warning" not in run.stderr, run.stderr
     where = {(s["line"]): (s["values"], s["decisions"]) for s in trace["shape_only"]["simulated"]}
     assert where[line_of(main, "value = loss.item()")] == (3, 0)
     assert where[line_of(main, "if torch.isnan(loss)")] == (0, 6)  # two tests, three epochs
     assert where[line_of(main, "if value < best:")] == (0, 3)  # comparing a simulated float
     assert where[line_of(main, "while loss > 0.01:")] == (0, 17)  # 16 passes, then False
     assert where[line_of(main, "listed = ")] == (1, 0)
+    assert where[line_of(main, "assert torch.allclose(")] == (0, 2)  # both hold
+    assert where[line_of(main, "first = logits[")] == (1, 0)  # a 0-dim index: position 0
+    assert run.var(main, line_of(main, "first = logits["), "first")["shape"] == [2]
     assert where[line_of(main, "print(loss)")] == (1, 0)
     assert sum(v + d for v, d in where.values()) == trace_count(run.stderr)
     # Never shown as real: the value's type says so; hints say "simulated", not 0.5.
@@ -107,6 +115,7 @@ def trace_count(stderr: str) -> int:
 
 MASKS = """
     import torch
+    from torch.nn.utils.rnn import pack_padded_sequence
 
     x = torch.randn(32, 8, device="cuda")
     scores = torch.randn(32, device="cuda")
@@ -118,6 +127,12 @@ MASKS = """
     labels = torch.unique(torch.randint(0, 5, (32,), device="cuda"))
     where_rows, where_cols = torch.where(x > 0)
     total = hidden.sum(dim=0)
+    lengths = torch.tensor([5, 3, 2, 1])
+    lstm = torch.nn.LSTM(8, 6, batch_first=True).cuda()
+    steps = torch.randn(4, 5, 8, device="cuda")
+    packed = pack_padded_sequence(steps, lengths, batch_first=True, enforce_sorted=False)
+    _, (h_n, _) = lstm(packed)
+    counts = torch.bincount(torch.randint(0, 5, (32,), device="cuda"), minlength=5)
 """
 
 
@@ -136,6 +151,11 @@ def test_data_dependent_sizes_run_at_their_bound(script, tmp_path: Path) -> None
     assert run.var(main, line_of(main, "labels = "), "labels")["bounded_dims"] == [0]
     assert "bounded_dims" not in run.var(main, line_of(main, "keep = scores > 0"), "keep")
     assert "bounded_dims" not in run.var(main, line_of(main, "total = hidden.sum"), "total")
+    # Packed sequences at the longest length (the LSTM runs on them), bins as asked.
+    data = run.var(main, line_of(main, "packed = pack_padded_sequence("), "packed.data")
+    assert (data["shape"], data["bounded_dims"]) == ([20, 8], [0])
+    assert run.var(main, line_of(main, "_, (h_n, _) = lstm("), "h_n")["shape"] == [1, 4, 6]
+    assert run.var(main, line_of(main, "counts = torch.bincount("), "counts")["shape"] == [5]
     assert _hint_of(run.stderr, "selected = x[keep]") == "selected (≤32,8)  [fake]"
     assert _hint_of(run.stderr, 'hidden = selected @ torch.randn(8, 4, device="cuda")') == (
         "hidden (≤32,4)  [fake]"

@@ -2,8 +2,10 @@
 
 Boolean-mask indexing (``x[mask]``), ``nonzero``/``argwhere``, ``torch.where(cond)``,
 ``masked_select``, ``unique`` and ``unique_consecutive`` return as many rows as there are
-selected (or distinct) values: a fake tensor cannot know how many. The run goes on with the
-most there can be (every element selected, every value distinct), marks those dims as bounds
+selected (or distinct) values, ``pack_padded_sequence`` as many as the lengths add up to: a
+fake tensor cannot know how many. The run goes on with the most there can be (every element
+selected, every value distinct, every sequence as long as the longest; ``bincount`` with its
+``minlength`` bins), marks those dims as bounds
 (:data:`~shapelens.engine.torch_support.simulated_values.bounded`: hints write ``(≤32,8)``),
 and counts memory at the bound. Only called when the fake kernel has refused the op, so no
 other op pays for it.
@@ -15,6 +17,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from shapelens.engine.torch_support import torch_compat
 from shapelens.engine.torch_support.simulated_values import bounded
 
 Bound = Callable[[tuple[Any, ...], dict[str, Any]], Any]
@@ -110,6 +113,29 @@ def bounds(torch: Any) -> dict[Any, Bound]:
         result = Tensor.__getitem__(source, replaced)
         return _marked(result, (_dims_before(items[:at], source.dim(), items),))
 
+    def pack_padded(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Every sequence at the longest length: ``(B·T, ...)`` data, ``T`` batch sizes of
+        ``B`` (real numbers: the LSTM reads them as sizes)."""
+        source, _lengths, batch_first = (*args, *kwargs.values())[:3]
+        rows, steps = (0, 1) if batch_first else (1, 0)
+        batch, length = source.shape[rows], source.shape[steps]
+        if not batch_first:
+            source = source.transpose(0, 1)
+        data = _marked(source.reshape(batch * length, *source.shape[2:]), (0,))
+        with torch_compat.unset_fake_temporarily():
+            sizes = torch.full((length,), batch, dtype=torch.long)
+        return data, sizes
+
+    def bincount(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``minlength`` bins (the classes a program counts): with none, no stand-in."""
+        source = args[0]
+        weights = args[1] if len(args) > 1 else kwargs.get("weights")
+        minlength = args[2] if len(args) > 2 else kwargs.get("minlength", 0)
+        if not minlength:
+            return None
+        dtype = torch.long if weights is None else weights.dtype
+        return torch.zeros((int(minlength),), dtype=dtype, device=source.device)
+
     table: dict[Any, Bound] = {
         torch.nonzero: nonzero,
         Tensor.nonzero: nonzero,
@@ -122,8 +148,13 @@ def bounds(torch: Any) -> dict[Any, Bound]:
         Tensor.unique_consecutive: unique,
         torch.unique_consecutive: unique,
         Tensor.__getitem__: getitem,
+        torch.bincount: bincount,
+        Tensor.bincount: bincount,
     }
     table[torch.unique] = unique
+    packing = torch_compat.pack_padded_sequence_op(torch)
+    if packing is not None:
+        table[packing] = pack_padded
     return table
 
 

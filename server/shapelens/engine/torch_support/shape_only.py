@@ -39,7 +39,7 @@ from shapelens.engine.torch_support import data_dependent, simulated_values, tor
 from shapelens.engine.torch_support.after_import import when_imported
 from shapelens.engine.torch_support.device_rules import SAME_DEVICE, DeviceRules
 from shapelens.engine.torch_support.module_conversion import apply_by_replacing
-from shapelens.engine.torch_support.value_reads import ValueReads, Where
+from shapelens.engine.torch_support.value_reads import NOT_SIMULATED, ValueReads, Where
 from shapelens.engine.torch_support.watched_warnings import shown_at_the_caller
 from shapelens.lazy_regex import LazyPattern
 
@@ -125,11 +125,13 @@ class ShapeOnly:
 
     def _quiet_about_fake_tensors(self) -> None:
         """torch's warnings about fake tensors themselves (a module's fast-path check reads a
-        data pointer) are ShapeLens's doing, never the program's: a real run has none."""
+        data pointer), and Python's about the stand-ins, are ShapeLens's doing, never the
+        program's: a real run has none."""
         filters = cast("list[Any]", warnings.filters)  # typeshed says a Sequence
-        for message in torch_compat.FAKE_TENSOR_WARNINGS:
+        messages = (*torch_compat.FAKE_TENSOR_WARNINGS, *simulated_values.CONVERSION_WARNINGS)
+        for message in messages:
             warnings.filterwarnings("ignore", message=message)
-        ours = filters[: len(torch_compat.FAKE_TENSOR_WARNINGS)]  # each went in first
+        ours = filters[: len(messages)]  # each went in first
 
         def restore() -> None:  # ours only: the program's own filters stay as it left them
             for entry in ours:
@@ -369,6 +371,7 @@ def _device_call(
     stand-ins on; without, such an op stops the run)."""
     sizes = None if reads is None else data_dependent.AtTheBound(torch, torch_compat.tree_leaves)
     sized_by_data = torch_compat.data_dependent_size_error()
+    value_needed = torch_compat.data_dependent_value_error()
     nan_tests = frozenset() if reads is None else reads.nan_tests
     bounded = simulated_values.bounded  # empty while no size is a bound
 
@@ -382,6 +385,11 @@ def _device_call(
         except sized_by_data:
             result = None if sizes is None else sizes.run(func, args, kwargs)
             if result is None:
+                raise
+            return result
+        except value_needed:
+            result = NOT_SIMULATED if reads is None else reads.run_reading(func, args, kwargs)
+            if result is NOT_SIMULATED:
                 raise
             return result
         except RuntimeError as err:

@@ -109,6 +109,13 @@ def _simulated(base: type) -> type:
 SimulatedFloat: type[float] = _simulated(float)
 SimulatedInt: type[int] = _simulated(int)
 
+CONVERSION_WARNINGS = (
+    r".*__float__ returned non-float \(type SimulatedFloat\)",  # "FakeTensor.__float__ ..."
+    r".*__int__ returned non-int \(type SimulatedInt\)",
+)
+"""Python's deprecation warnings where ``float(t)``/``int(t)`` return a stand-in (a subclass,
+so it keeps its mark): ShapeLens's doing, never shown as the program's."""
+
 
 # -- marks on tensors -------------------------------------------------------------------
 class TensorMarks:

@@ -144,6 +144,20 @@ def data_dependent_size_error() -> type[BaseException]:
     return DynamicOutputShapeException
 
 
+def pack_padded_sequence_op(torch: Any) -> Any:
+    """The op behind ``nn.utils.rnn.pack_padded_sequence`` (its sizes are the lengths'
+    values); None where torch has no such op."""
+    return getattr(torch, "_pack_padded_sequence", None)
+
+
+def data_dependent_value_error() -> type[BaseException]:
+    """What a fake kernel raises where it needs a tensor's value (``torch.allclose``, an index
+    that is a 0-dim tensor)."""
+    from torch._subclasses.fake_tensor import DataDependentOutputException
+
+    return DataDependentOutputException
+
+
 def gc_clears_live_fake_tensors(torch: Any) -> bool:
     """torch 2.4: the cyclic garbage collector can empty the ``__dict__`` of a FakeTensor that
     autograd still holds, and the backward pass fails with "'FakeTensor' object has no

@@ -26,6 +26,8 @@ from shapelens.engine.torch_support.simulated_values import (
 from shapelens.trace.messages import SimulatedRecord
 
 Where = Callable[[], "tuple[str, int] | None"]
+NOT_SIMULATED = object()
+"""What :meth:`ValueReads.run_reading` returns for an op it has no stand-in for."""
 
 _NAN_TESTS = ("isnan", "isinf", "isposinf", "isneginf")
 """What asks whether a value is NaN or Inf: False on simulated values (they are finite)."""
@@ -59,6 +61,8 @@ class ValueReads:
         """Tensors that answer False: a NaN/Inf test of simulated (finite) values."""
         self._in_a_row: dict[tuple[str, int], int] = {}
         self._torch: Any = None
+        self._comparisons: tuple[Any, ...] = ()
+        self._indexing: tuple[Any, ...] = ()
         self.nan_tests: frozenset[Any] = frozenset()
 
     # -- the ledger ---------------------------------------------------------------------
@@ -85,6 +89,8 @@ class ValueReads:
         back later); decisions on simulated Python numbers are counted too."""
         self._torch = torch
         self.nan_tests = nan_test_functions(torch)
+        self._comparisons = (torch.allclose, torch.equal, torch.Tensor.allclose, torch.Tensor.equal)
+        self._indexing = (torch.Tensor.__getitem__, torch.Tensor.__setitem__)
         for name, replacement in (
             ("item", self._item),
             ("__bool__", self._as_bool),
@@ -195,6 +201,23 @@ class ValueReads:
         self._in_a_row[where] = passes
         return True
 
+    # -- ops that read a value inside torch -------------------------------------------
+    def run_reading(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``func``'s result where its kernel needed a fake tensor's value, with stand-ins:
+        ``allclose``/``equal`` are True (``assert torch.allclose(a, b)`` holds), an index
+        that is a 0-dim integer tensor (``x[scores.argmax()]``) is 0, a position every
+        dim has. :data:`NOT_SIMULATED` where there is none."""
+        torch = self._torch
+        if func in self._comparisons:
+            self.note(decided=True)
+            return True
+        if func in self._indexing and len(args) > 1:
+            index = _zero_for_0_dim(torch, args[1])
+            if index is not args[1]:
+                self.note(decided=False)
+                return func(args[0], index, *args[2:], **kwargs)
+        return NOT_SIMULATED
+
     # -- NaN tests ----------------------------------------------------------------------
     def after_call(self, func: Any, args: tuple[Any, ...], result: Any) -> None:
         """A NaN/Inf test's result answers False (and what reduces it keeps that): called
@@ -228,6 +251,21 @@ def _unless_known(original: Any, replacement: Callable[..., Any]) -> Callable[..
 def shown_device(tensor: Any) -> str:
     """The device as the program sees it (``meta`` on simulated CUDA: ``cuda:0``)."""
     return device_name(tensor.device) or "cpu"
+
+
+def _zero_for_0_dim(torch: Any, index: Any) -> Any:
+    """``index`` with each 0-dim integer tensor in it as 0 (itself when it has none)."""
+    if isinstance(index, tuple):
+        parts = tuple(_zero_for_0_dim(torch, part) for part in index)
+        return index if all(a is b for a, b in zip(parts, index, strict=True)) else parts
+    if (
+        isinstance(index, torch.Tensor)
+        and index.dim() == 0
+        and not index.is_floating_point()
+        and index.dtype != torch.bool
+    ):
+        return 0
+    return index
 
 
 def _filled(shape: tuple[int, ...], value: Any) -> Any:
