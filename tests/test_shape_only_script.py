@@ -52,7 +52,7 @@ def test_a_whole_script_reaches_its_last_line_on_a_24_gib_card(tmp_path: Path) -
     assert trace["status"] == "ok", trace["exception"]
     out = run.stdout.splitlines()
     assert out[-1] == "done" and out[-2].startswith("sample: ")
-    assert "step 19 loss 0.5000" in out  # two epochs of 10 steps, the last batch smaller
+    assert "epoch 1 step 19 loss 0.5000" in out  # two epochs of 10 steps, the last smaller
     assert "step 15 val 0.5000 accuracy 0.004" in out  # 1 correct (an int) of 272 seen
     assert "early stop" in out  # the plateau's patience ran out, not the first epoch's
     hits = {(Path(line["file"]).name, line["line"]): line["hits"] for line in trace["lines"]}
@@ -99,7 +99,7 @@ async def test_the_editor_shows_the_script_s_simulated_values(lsp) -> None:  # t
     def at(code: str) -> int:
         return line_of(train, code) - 1
 
-    assert hints[at('print(f"step {step} loss')] == "simulated read  [fake]"
+    assert hints[at('print(f"epoch {epoch} step {step} loss')] == "simulated read  [fake]"
     assert hints[at("if val_loss < best_val:")] == "branch on simulated value  [fake]"
     assert hints[at("losses.append(loss.item())")] == "simulated read  [fake]"
     assert hints[at("correct += ")].startswith("correct simulated")

@@ -223,3 +223,25 @@ async def test_the_editor_marks_simulated_values_and_bounds(lsp) -> None:  # typ
     assert "3 decisions taken on them" in branch
     kept = await hover("kept = x[", "kept")
     assert "| shape | `(≤32,3)` |" in kept and "depends on the data" in kept
+
+
+def test_a_call_that_fails_on_a_stand_in_stops_the_run_without_a_finding(  # type: ignore[no-untyped-def]
+    script, tmp_path: Path
+) -> None:
+    """`x.view(n, 5)` with `n` read by `.item()` fails on the stand-in (1), not on the
+    program's value: no exception finding, which would be a false alarm, but a stop that
+    says so."""
+    main = script(
+        """
+        import torch
+        x = torch.randn(6, 4, device="cuda")
+        n = (x > 0).sum().item()
+        y = x.view(n, 5)
+        """
+    )
+    run = run_cli("--fake", "main.py", cwd=tmp_path, timeout=60)
+    assert run.returncode == 0 and run.trace is not None, run.stderr
+    assert run.trace["status"] == "shape_only_stop" and run.trace["findings"] == []
+    stop = run.trace["exception"]
+    assert stop["line"] == line_of(main, "y = x.view(n, 5)")
+    assert stop["message"].startswith("`view` failed on a simulated value (shape '[1, 5]'")

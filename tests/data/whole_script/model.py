@@ -11,8 +11,12 @@ class Block(nn.Module):
         self.ln1 = nn.LayerNorm(n_embd)
         self.attn = nn.MultiheadAttention(n_embd, n_head, batch_first=True)
         self.ln2 = nn.LayerNorm(n_embd)
-        self.mlp = nn.Sequential(nn.Linear(n_embd, 4 * n_embd), nn.GELU(), nn.Linear(4 * n_embd, n_embd))
-        self.register_buffer("mask", torch.triu(torch.ones(block_size, block_size, dtype=torch.bool), 1))
+        self.mlp = nn.Sequential(
+            nn.Linear(n_embd, 4 * n_embd), nn.GELU(), nn.Linear(4 * n_embd, n_embd)
+        )
+        self.register_buffer(
+            "mask", torch.triu(torch.ones(block_size, block_size, dtype=torch.bool), 1)
+        )
 
     def forward(self, x):
         T = x.size(1)
@@ -28,7 +32,8 @@ class CharTransformer(nn.Module):
         self.tok = nn.Embedding(vocab_size, config["n_embd"])
         self.pos = nn.Embedding(config["block_size"], config["n_embd"])
         self.blocks = nn.ModuleList(
-            Block(config["n_embd"], config["n_head"], config["block_size"]) for _ in range(config["n_layer"])
+            Block(config["n_embd"], config["n_head"], config["block_size"])
+            for _ in range(config["n_layer"])
         )
         self.ln_f = nn.LayerNorm(config["n_embd"])
         self.head = nn.Linear(config["n_embd"], vocab_size, bias=False)

@@ -1,4 +1,4 @@
-"""Train the character model: config file, DataLoader, logging, evaluation, checkpoints, sampling."""
+"""Train the character model: a config, a DataLoader, logs, evaluations, checkpoints, sampling."""
 
 import argparse
 import json
@@ -59,7 +59,7 @@ for epoch in range(config["epochs"]):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        print(f"step {step} loss {loss.item():.4f}")
+        print(f"epoch {epoch} step {step} loss {loss.item():.4f}")
         if step % config["eval_every"] == 0:
             val_loss, accuracy = evaluate()
             print(f"step {step} val {val_loss:.4f} accuracy {accuracy:.3f}")

@@ -73,6 +73,10 @@ class ShapeOnlyStop(Exception):
     """The program asked for something only real data has (printing a tensor's values)."""
 
 
+class SimulatedValueFailed(ShapeOnlyStop):
+    """A call that got a stand-in value failed: with the real value it might not have."""
+
+
 class ShapeOnly:
     """Puts a run on fake tensors once torch is imported; :meth:`remove` undoes it.
 
@@ -229,6 +233,8 @@ def stop_reason(exc: BaseException, line_text: str | None) -> str | None:
     """Why a shape-only run stopped at ``exc``, when it is a value it could not know (else
     None: a real error of the program, reported as such)."""
     kind = type(exc).__name__
+    if isinstance(exc, SimulatedValueFailed):
+        return str(exc)
     if isinstance(exc, ShapeOnlyStop):
         what = "printing a tensor shows its values"
     elif kind == "DataDependentOutputException":
@@ -393,6 +399,8 @@ def _device_call(
                 raise
             return result
         except RuntimeError as err:
+            if reads is not None and _got_a_stand_in(args, kwargs):
+                raise SimulatedValueFailed(_failed_on_a_stand_in(func, err)) from None
             if err.args and isinstance(err.args[0], str):
                 said = as_the_device_says(err.args[0], simulate_cuda=simulate_cuda)
                 err.args = (said, *err.args[1:])
@@ -408,6 +416,24 @@ def _device_call(
         return result
 
     return call
+
+
+def _got_a_stand_in(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """A number among the call's arguments is a stand-in (``torch.zeros(n)`` with ``n`` from
+    ``.item()``). Looked at only when the call failed."""
+    stand_ins = tuple(simulated_values.TYPE_NAMES)
+    return any(isinstance(leaf, stand_ins) for leaf in torch_compat.tree_leaves((args, kwargs)))
+
+
+def _failed_on_a_stand_in(func: Any, err: BaseException) -> str:
+    name = getattr(func, "__name__", "this call")
+    said = (str(err).splitlines() or [""])[0]
+    return (
+        f"`{name}` failed on a simulated value ({said}): a shape-only run stands in for the "
+        "values the program reads, and with the real value this call might not fail. To "
+        f'trace past it, skip it in shape-only runs: `if os.environ.get("{ENV_FLAG}") != "1": '
+        "...`"
+    )
 
 
 def _raised_by_torch_itself(torch: Any, err: RuntimeError) -> bool:

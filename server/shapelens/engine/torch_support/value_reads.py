@@ -171,7 +171,10 @@ class ValueReads:
     def _printed(self, tensor: Any) -> str:
         """As torch prints a tensor without data (a meta tensor): ``tensor(..., size=(4, 3))``."""
         self.note(decided=False)
-        parts = [f"device='{shown_device(tensor)}'", f"size={tuple(tensor.shape)}"]
+        device = shown_device(tensor)  # torch leaves the CPU unsaid
+        parts = [f"size={tuple(tensor.shape)}"]
+        if device != "cpu":
+            parts.insert(0, f"device='{device}'")
         torch = self._torch
         if tensor.dtype not in (torch.float32, torch.int64, torch.bool):
             parts.append(f"dtype={tensor.dtype}")
