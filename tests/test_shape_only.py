@@ -233,6 +233,9 @@ CORPUS = REPO / "tests" / "corpus"
 SHAPE_ONLY_CORPUS = (
     "nanogpt/main.py", "word_lm/main.py", "dcgan/main.py", "char_gpt_rope.py",
     "mnist_cnn.py", "vae.py", "mlp_classifier.py",
+    # Each of these stopped at a value before issue 39: `assert torch.allclose`, an index
+    # from `.argmax()`, `pack_padded_sequence`.
+    "box_matching.py", "gmm_em.py", "lstm_tagger_packed.py", "knn_kernels.py",
 )  # fmt: skip
 
 
@@ -253,7 +256,7 @@ def _shape_only_run(entry: Path, warm: WarmRunner) -> dict[str, Any]:
 
 def test_the_clean_corpus_raises_no_alarm_shapes_only() -> None:
     """Real-looking programs (nanoGPT's get_batch with its random positions, DataLoaders,
-    random_split, synthetic data) run shape-only until a value is needed, with no finding."""
+    random_split, synthetic data) run shape-only to their end, with no finding."""
     from concurrent.futures import ThreadPoolExecutor
 
     # The programs that reach their model within seconds on fake tensors (fake ops cost
@@ -267,7 +270,7 @@ def test_the_clean_corpus_raises_no_alarm_shapes_only() -> None:
         for entry, trace in zip(entries, traces, strict=True)
     }
     for name, trace in ran.items():
-        assert trace["status"] in ("ok", "shape_only_stop"), (name, trace.get("exception"))
+        assert trace["status"] == "ok", (name, trace.get("exception"))
         assert trace["shape_only"]["simulated_cuda"] == (not torch.cuda.is_available()), name
         # torch's own warning about the Transformer's settings, which a real run shows too.
         found = [

@@ -73,14 +73,26 @@ def test_a_whole_script_reaches_its_last_line_on_a_24_gib_card(tmp_path: Path) -
     model_file = str(tmp_path / "model.py")
     assert peak_at == (str(train), line_of(train, "loss.backward()")) or gpu["file"] == model_file
     assert "of the 24.0 GiB budget" in run.stderr
-    # A budget a byte under that peak runs out there, and the run still reaches its end.
-    small = run_cli(
-        "--fake", "--gpu-memory", f"{gpu['peak_bytes'] - 1}B", "train.py", cwd=tmp_path, timeout=180
-    )
+    # A smaller budget runs out where the run's memory went over it, and the run still
+    # reaches its end. (Not a byte under the peak: when the garbage collector frees a cycle
+    # moves a peak by a few KiB from run to run.)
+    budget = gpu["peak_bytes"] * 9 // 10
+    small = run_cli("--fake", "--gpu-memory", f"{budget}B", "train.py", cwd=tmp_path, timeout=180)
     assert small.trace is not None and small.trace["status"] == "ok", small.stderr[-3000:]
     assert small.stdout.splitlines()[-1] == "done"
     (oom,) = [f for f in small.trace["findings"] if f["kind"] == "out_of_memory"]
-    assert (oom["file"], oom["line"]) == peak_at
+    over = {
+        (cost["file"], cost["line"])
+        for cost in small.trace["memory"]["lines"]
+        if cost["device"] == "cuda:0" and cost["peak_bytes"] > budget
+    }
+    assert (oom["file"], oom["line"]) in over
+    step = range(
+        line_of(train, "logits, loss = model(x, y)"), line_of(train, "optimizer.step()") + 1
+    )
+    assert oom["file"] == model_file or (oom["file"] == str(train) and oom["line"] in step)
+    (again,) = [d for d in small.trace["memory"]["devices"] if d["device"] == "cuda:0"]
+    assert abs(again["peak_bytes"] - gpu["peak_bytes"]) < gpu["peak_bytes"] / 100
 
 
 async def test_the_editor_shows_the_script_s_simulated_values(lsp) -> None:  # type: ignore[no-untyped-def]
