@@ -13,6 +13,7 @@ other op pays for it.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -61,101 +62,105 @@ class AtTheBound:
 def bounds(torch: Any) -> dict[Any, Bound]:
     """The op → its result at the bound, for each op that has one here."""
     Tensor = torch.Tensor
-
-    def nonzero(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        source = args[0]
-        if kwargs.get("as_tuple"):
-            return _as_tuple(torch, source)
-        found = torch.zeros(
-            (max(source.numel(), 0), source.dim()), dtype=torch.long, device=source.device
-        )
-        return _marked(found, (0,))
-
-    def where(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if len(args) + len(kwargs) != 1:
-            return None  # where(cond, x, y): a fixed size, not ours
-        return _as_tuple(torch, args[0] if args else kwargs["condition"])
-
-    def masked_select(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        source, mask = (*args, *kwargs.values())[:2]
-        size = math.prod(torch.broadcast_shapes(source.shape, mask.shape))
-        return _marked(source.new_empty((size,)), (0,))
-
-    def unique(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        source = args[0]
-        dim = kwargs.get("dim")
-        if dim is None:
-            values = _marked(source.new_empty((source.numel(),)), (0,))
-            rows = source.numel()
-        else:
-            dim = dim % max(source.dim(), 1)
-            values = _marked(source.new_empty(source.shape), (dim,))
-            rows = source.shape[dim]
-        out = [values]
-        if kwargs.get("return_inverse"):
-            inverse_shape = source.shape if dim is None else (source.shape[dim],)
-            out.append(torch.zeros(inverse_shape, dtype=torch.long, device=source.device))
-        if kwargs.get("return_counts"):
-            counts = torch.zeros((rows,), dtype=torch.long, device=source.device)
-            out.append(_marked(counts, (0,)))
-        return out[0] if len(out) == 1 else tuple(out)
-
-    def getitem(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        source, index = args[0], args[1]
-        items = index if isinstance(index, tuple) else (index,)
-        masks = [i for i, item in enumerate(items) if _is_mask(torch, item)]
-        if len(masks) != 1:
-            return None
-        at = masks[0]
-        mask = items[at]
-        positions = _as_tuple(torch, mask)  # one long index per dim the mask covers
-        replaced = (*items[:at], *positions, *items[at + 1 :])
-        result = Tensor.__getitem__(source, replaced)
-        return _marked(result, (_dims_before(items[:at], source.dim(), items),))
-
-    def pack_padded(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """Every sequence at the longest length: ``(B·T, ...)`` data, ``T`` batch sizes of
-        ``B`` (real numbers: the LSTM reads them as sizes)."""
-        source, _lengths, batch_first = (*args, *kwargs.values())[:3]
-        rows, steps = (0, 1) if batch_first else (1, 0)
-        batch, length = source.shape[rows], source.shape[steps]
-        if not batch_first:
-            source = source.transpose(0, 1)
-        data = _marked(source.reshape(batch * length, *source.shape[2:]), (0,))
-        with torch_compat.unset_fake_temporarily():
-            sizes = torch.full((length,), batch, dtype=torch.long)
-        return data, sizes
-
-    def bincount(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """``minlength`` bins (the classes a program counts): with none, no stand-in."""
-        source = args[0]
-        weights = args[1] if len(args) > 1 else kwargs.get("weights")
-        minlength = args[2] if len(args) > 2 else kwargs.get("minlength", 0)
-        if not minlength:
-            return None
-        dtype = torch.long if weights is None else weights.dtype
-        return torch.zeros((int(minlength),), dtype=dtype, device=source.device)
-
-    table: dict[Any, Bound] = {
-        torch.nonzero: nonzero,
-        Tensor.nonzero: nonzero,
-        torch.argwhere: nonzero,
-        Tensor.argwhere: nonzero,
-        torch.where: where,
-        torch.masked_select: masked_select,
-        Tensor.masked_select: masked_select,
-        Tensor.unique: unique,
-        Tensor.unique_consecutive: unique,
-        torch.unique_consecutive: unique,
-        Tensor.__getitem__: getitem,
-        torch.bincount: bincount,
-        Tensor.bincount: bincount,
+    ops: list[tuple[Callable[..., Any], tuple[Any, ...]]] = [
+        (_nonzero, (torch.nonzero, Tensor.nonzero, torch.argwhere, Tensor.argwhere)),
+        (_where, (torch.where,)),
+        (_masked_select, (torch.masked_select, Tensor.masked_select)),
+        (
+            _unique,
+            (torch.unique, Tensor.unique, torch.unique_consecutive, Tensor.unique_consecutive),
+        ),
+        (_getitem, (Tensor.__getitem__,)),
+        (_bincount, (torch.bincount, Tensor.bincount)),
+        (_pack_padded, (torch_compat.pack_padded_sequence_op(torch),)),
+    ]
+    return {
+        func: functools.partial(bound, torch)
+        for bound, funcs in ops
+        for func in funcs
+        if func is not None
     }
-    table[torch.unique] = unique
-    packing = torch_compat.pack_padded_sequence_op(torch)
-    if packing is not None:
-        table[packing] = pack_padded
-    return table
+
+
+def _nonzero(torch: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    source = args[0]
+    if kwargs.get("as_tuple"):
+        return _as_tuple(torch, source)
+    found = torch.zeros(
+        (max(source.numel(), 0), source.dim()), dtype=torch.long, device=source.device
+    )
+    return _marked(found, (0,))
+
+
+def _where(torch: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if len(args) + len(kwargs) != 1:
+        return None  # where(cond, x, y): a fixed size, not ours
+    return _as_tuple(torch, args[0] if args else kwargs["condition"])
+
+
+def _masked_select(torch: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    source, mask = (*args, *kwargs.values())[:2]
+    size = math.prod(torch.broadcast_shapes(source.shape, mask.shape))
+    return _marked(source.new_empty((size,)), (0,))
+
+
+def _unique(torch: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    source = args[0]
+    dim = kwargs.get("dim")
+    if dim is None:
+        values = _marked(source.new_empty((source.numel(),)), (0,))
+        rows = source.numel()
+    else:
+        dim = dim % max(source.dim(), 1)
+        values = _marked(source.new_empty(source.shape), (dim,))
+        rows = source.shape[dim]
+    out = [values]
+    if kwargs.get("return_inverse"):
+        inverse_shape = source.shape if dim is None else (source.shape[dim],)
+        out.append(torch.zeros(inverse_shape, dtype=torch.long, device=source.device))
+    if kwargs.get("return_counts"):
+        counts = torch.zeros((rows,), dtype=torch.long, device=source.device)
+        out.append(_marked(counts, (0,)))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _getitem(torch: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    source, index = args[0], args[1]
+    items = index if isinstance(index, tuple) else (index,)
+    masks = [i for i, item in enumerate(items) if _is_mask(torch, item)]
+    if len(masks) != 1:
+        return None
+    at = masks[0]
+    mask = items[at]
+    positions = _as_tuple(torch, mask)  # one long index per dim the mask covers
+    replaced = (*items[:at], *positions, *items[at + 1 :])
+    result = torch.Tensor.__getitem__(source, replaced)
+    return _marked(result, (_dims_before(items[:at], source.dim(), items),))
+
+
+def _pack_padded(torch: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Every sequence at the longest length: ``(B·T, ...)`` data, ``T`` batch sizes of
+    ``B`` (real numbers: the LSTM reads them as sizes)."""
+    source, _lengths, batch_first = (*args, *kwargs.values())[:3]
+    rows, steps = (0, 1) if batch_first else (1, 0)
+    batch, length = source.shape[rows], source.shape[steps]
+    if not batch_first:
+        source = source.transpose(0, 1)
+    data = _marked(source.reshape(batch * length, *source.shape[2:]), (0,))
+    with torch_compat.unset_fake_temporarily():
+        sizes = torch.full((length,), batch, dtype=torch.long)
+    return data, sizes
+
+
+def _bincount(torch: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``minlength`` bins (the classes a program counts): with none, no stand-in."""
+    source = args[0]
+    weights = args[1] if len(args) > 1 else kwargs.get("weights")
+    minlength = args[2] if len(args) > 2 else kwargs.get("minlength", 0)
+    if not minlength:
+        return None
+    dtype = torch.long if weights is None else weights.dtype
+    return torch.zeros((int(minlength),), dtype=dtype, device=source.device)
 
 
 def _as_tuple(torch: Any, source: Any) -> tuple[Any, ...]:
