@@ -17,7 +17,7 @@ with open(args.config) as f:
     config = json.load(f)
 
 torch.manual_seed(0)
-text = "the quick brown fox jumps over the lazy dog. " * 8
+text = "the quick brown fox jumps over the lazy dog. " * 5
 chars = sorted(set(text))
 stoi = {ch: i for i, ch in enumerate(chars)}
 itos = {i: ch for ch, i in stoi.items()}
