@@ -216,6 +216,7 @@ def _traced(request: RunRequest, distributed: DistributedOptions) -> RunResult:
                 request,
                 distributed.nproc_per_node,
                 distributed.torchrun_args,
+                collective_timeout_s=distributed.collective_timeout_s,
                 interrupt=interrupt,
             )
         return run_traced(request, on_debug=_announce_debugger, warm=warm)
@@ -271,11 +272,11 @@ def _merge(options: argparse.Namespace) -> int:
         print("\n".join(listing), file=sys.stderr)
         return 2
     try:
-        ranks, ended = read_rank_traces(directory, os.getcwd(), runs=options.run or runs)
+        ranks, ended, facts = read_rank_traces(directory, os.getcwd(), runs=options.run or runs)
     except UsageError as err:
         print(f"shapelens: {err}", file=sys.stderr)
         return 2
-    write_trace(merge_traces(ranks, ended_at=ended), options.output)
+    write_trace(merge_traces(ranks, ended_at=ended, facts=facts), options.output)
     print(f"shapelens: merged {len(ranks)} ranks into {options.output}", file=sys.stderr)
     return 0
 

@@ -27,6 +27,8 @@ from shapelens.engine.backends.choice import (
     build_backend,
     choose_backend,
 )
+from shapelens.engine.distributed.collectives import CollectiveLog
+from shapelens.engine.distributed.stacks import UserStacks
 from shapelens.engine.findings.context import RunFacts
 from shapelens.engine.findings.dispatch import Dispatcher
 from shapelens.engine.findings.events import CallFailed, RanOutOfMemory
@@ -140,6 +142,9 @@ class Engine:
         self.memory = MemoryLedger(budget_bytes=budget)
         self._memory_watch: MemoryWatch | None = None
         self._out_of_memory_sent = False
+        self.stacks = UserStacks(self.scope.user_file, _OUR_ROOT)
+        self.collectives: CollectiveLog | None = None
+        self._position: tuple[list[list[Any]], str | None] | None = None
 
     # -- running ------------------------------------------------------------------------
     def start(self) -> None:
@@ -159,6 +164,28 @@ class Engine:
         """Stop tracing (always: also when the program failed)."""
         self.backend.stop()
 
+    def watch_collectives(
+        self, flush: Callable[[], None], send: Callable[[messages.Collectives], None]
+    ) -> CollectiveLog:
+        """A rank of a distributed run: record its ``torch.distributed`` collectives
+        (``flush`` writes its results before a call from user code, ``send`` the call's
+        end after it)."""
+        log = CollectiveLog(self.stacks.from_frame, self.stacks.is_user_frame, flush, send)
+        self.collectives = log
+        when_imported("torch.distributed", log.install)
+        return log
+
+    def position(self, thread: int) -> messages.Position | None:
+        """Where ``thread`` is in user code now (and in which torch code that may wait on
+        other ranks, ``backward``), when that changed since the last call."""
+        stack = self.stacks.of_thread(thread)
+        blocked = self.stacks.blocked_in(thread)
+        inside = None if blocked is None else blocked[0]
+        if (stack, inside) == self._position:
+            return None
+        self._position = (stack, inside)
+        return messages.position(stack, inside)
+
     def conclude(self, exc: BaseException | None) -> None:
         """The run ended with ``exc``: the findings that explain it are recorded."""
         self.recorder.conclude(exc)
@@ -167,6 +194,8 @@ class Engine:
         """After the last drain: what replaced torch's own behaviour is put back."""
         if self._memory_watch is not None:
             self._memory_watch.stop()
+        if self.collectives is not None:
+            self.collectives.uninstall()
         self.shape_only.remove()
         if self.config.whole_program:
             self.compile.uninstall()
@@ -187,6 +216,10 @@ class Engine:
         if self.memory.changed:
             self.memory.changed = False
             out.append(messages.memory(self.memory.report()))
+        if self.collectives is not None:
+            calls = self.collectives.drain()
+            if calls is not None:
+                out.append(calls)
         reads = self.shape_only.reads
         if reads is not None and reads.changed:
             reads.changed = False

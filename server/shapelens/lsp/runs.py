@@ -206,6 +206,7 @@ class RunManager:
                 return run_distributed(
                     request,
                     params.distributed.nproc_per_node,
+                    collective_timeout_s=params.distributed.collective_timeout_s,
                     on_output=on_output,
                     cancel=active.cancel,
                 )

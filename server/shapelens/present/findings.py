@@ -3,6 +3,7 @@ diagnostics, hover, traceUpdated). Findings travel as data; nothing parses these
 
 from __future__ import annotations
 
+from shapelens.present.collectives import call_locations, hang_sentence, mismatch_sentence
 from shapelens.present.memory import out_of_memory_sentence
 from shapelens.present.shapes import metadata_text, shape_text
 from shapelens.trace.model import CauseStep, ExceptionInfo, Finding, Operand, RelatedLocation
@@ -31,7 +32,8 @@ def finding_message(finding: Finding) -> str:
     if finding.note is not None:
         return finding.note
     if finding.kind == "rank_exception":
-        return f"rank {finding.rank} failed here: {finding.error or 'an exception'}"
+        verb = "died" if (finding.error or "").startswith("killed by") else "failed"
+        return f"rank {finding.rank} {verb} here: {finding.error or 'an exception'}"
     rank = f"[rank {finding.rank}] " if finding.rank is not None else ""
     return f"{rank}{finding_title(finding)}: {_body(finding)}"
 
@@ -46,7 +48,8 @@ def finding_detail(finding: Finding) -> str:
 
 def _body(finding: Finding) -> str:
     body = _sentence(finding)
-    if finding.op is not None and finding.kind not in ("degenerate_op", "nonfinite"):
+    own_op = ("degenerate_op", "nonfinite", "collective_mismatch", "distributed_hang")
+    if finding.op is not None and finding.kind not in own_op:
         body = f"{finding.op} failed: {body}"
     return f"{body}; {finding.advice}" if finding.advice else body
 
@@ -60,6 +63,10 @@ def _sentence(finding: Finding) -> str:
         return _mismatch(finding)
     if finding.kind == "rank_divergence":
         return _rank_divergence(finding)
+    if finding.kind == "collective_mismatch":
+        return mismatch_sentence(finding)
+    if finding.kind == "distributed_hang":
+        return hang_sentence(finding)
     if finding.kind == "library_warning":
         return _library_warning(finding)
     if finding.kind == "degenerate_op":
@@ -81,7 +88,7 @@ def related_locations(finding: Finding) -> list[RelatedLocation]:
     if finding.related:
         return list(finding.related)
     noun = _noun(finding)
-    found = []
+    found = call_locations(finding)
     for operand in finding.operands:
         file = operand.file or finding.file
         if operand.module is not None and operand.module.line is not None:
@@ -118,6 +125,8 @@ def related_locations(finding: Finding) -> list[RelatedLocation]:
 def step_text(step: CauseStep) -> str:
     """What a line of a cause chain did: ```flat`: Tensor.squeeze: (1, 4, 8, 8) → (4, 8, 8),
     dropped the size-1 dim 0``; ```loss` differs the same way: (8, 1) on rank 0, …``."""
+    if step.note is not None:
+        return f"{step.subject}: {step.note}"
     subject = f"`{step.subject}`"
     if step.ranks:
         values = ", ".join(

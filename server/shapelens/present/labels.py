@@ -35,6 +35,7 @@ from shapelens.present.shapes import (
     ranged_shape_text,
     scalar_text,
     shape_text,
+    sharded_text,
     sparkline,
 )
 from shapelens.present.source_blocks import Block, SourceBlocks, source_blocks
@@ -317,7 +318,13 @@ def _shapes_text(var: TracedVar, names: DimNames | None = None, sizes: bool = Tr
         return ranged_shape_text(var.dim_ranges, names=names, sizes=sizes, bounded=bounded)
     if var.shape_varies:  # the number of dims varied: the distinct shapes themselves
         return alternatives_text(var.shapes)
-    return shape_text(var.shape, names=names, sizes=sizes, bounded=bounded)
+    text = shape_text(var.shape, names=names, sizes=sizes, bounded=bounded)
+    if var.placements is not None:  # global shape, then each rank's shard
+        shards: list[tuple[int | None, tuple[int, ...] | None]] = [
+            (r.rank, r.local_shape) for r in var.ranks
+        ] or [(None, var.local_shape)]
+        text += " " + sharded_text(var.placements, shards)
+    return text
 
 
 def _rank_label(var: TracedVar) -> str | None:

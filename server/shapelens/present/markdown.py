@@ -60,6 +60,10 @@ def var_table(
     names = dims if named else None
     bounded = var.bounded_dims
     rows = [("shape", shape_text(var.shape, python=named, names=names, bounded=bounded))]
+    if var.placements is not None:  # a DTensor: the global shape, laid out over the ranks
+        rows = [("global shape", rows[0][1]), ("placements", var.placements)]
+        if var.local_shape is not None and not var.ranks:
+            rows.append(("shard", shape_text(var.local_shape)))
     if var.shape_varies:
         rows = [("last shape", shape_text(var.shape, bounded=bounded))]
         if var.dim_ranges is not None:
@@ -78,10 +82,11 @@ def var_table(
     if var.shape_varies:
         rows.append(_shapes_seen(var, sampled))
     for rank in var.ranks:  # distributed runs: each rank's own value
+        shard = "" if rank.local_shape is None else f", shard {shape_text(rank.local_shape)}"
         rows.append(
             (
                 f"rank {rank.rank}",
-                f"{shape_text(rank.shape)} {rank.dtype} {rank.device} ×{rank.hits}",
+                f"{shape_text(rank.shape)} {rank.dtype} {rank.device} ×{rank.hits}{shard}",
             )
         )
     table = _table(var, rows + _course(var), born, sampled)

@@ -123,7 +123,12 @@ def modules_table(modules: Sequence[ModuleCall]) -> str:
         row: tuple[str, ...] = (
             "  " * depth + name + rank,
             module.cls,
-            count_text(module.params),
+            count_text(module.params)
+            + (
+                f" ({format_bytes(module.shard_bytes)}/rank)"
+                if module.shard_bytes is not None
+                else ""
+            ),
             f"{shapes_text(module.inputs)} → {shapes_text(module.outputs)}",
             calls_text(module.calls, module.calls_sampled),
         )

@@ -172,3 +172,18 @@ def metadata_text(
     """``(4, 1) float32 cpu``: a tensor's shape, dtype and device in one phrase."""
     parts = [shape_text(shape, python=python), dtype_text(dtype, short=short), device_text(device)]
     return " ".join(p for p in parts if p)
+
+
+def sharded_text(
+    placements: str, local_shapes: Sequence[tuple[int | None, Sequence[int] | None]]
+) -> str:
+    """A sharded tensor's layout after its global shape: ``Shard(0) → (32,32) per rank``,
+    or each rank's shard where they differ (``Shard(0) → (32,32) r0 | (31,32) r1``).
+    ``local_shapes``: (rank, its shard), rank None for a single process."""
+    distinct = {tuple(shape) if shape is not None else None for _, shape in local_shapes}
+    if len(distinct) <= 1:
+        shape = next(iter(distinct), None)
+        return f"{placements} → {shape_text(shape)} per rank"
+    return f"{placements} → " + " | ".join(
+        f"{shape_text(shape)} r{rank}" for rank, shape in local_shapes
+    )

@@ -22,6 +22,7 @@ import time
 import tokenize
 import types
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import NoReturn
 
 from shapelens.debug import PYDEVD_PLUGIN_ROOT
@@ -34,14 +35,30 @@ from shapelens.runner.contract import ChildConfig
 from shapelens.runner.protocol import FrameWriter
 from shapelens.trace import messages
 
+WAITING_AFTER_S = 1.0
+"""A rank reports a collective it has been waiting in for this long (the launcher decides
+whether every rank waits: a hang)."""
+
+
+@dataclass(frozen=True)
+class RankHooks:
+    """How a rank of a distributed run talks to its launcher besides its trace file."""
+
+    on_stopped: Callable[[], None]
+    """After the last flush a "stop" asked for: the rank's acknowledgement."""
+    on_waiting: Callable[[float | None], None]
+    """With the wall-clock start of the collective the rank has waited in for
+    :data:`WAITING_AFTER_S`, or None once it waits in none."""
+
 
 class ChildRun:
     """One traced run inside the child: set-up, execution, flushing, and the end record."""
 
-    def __init__(self, config: ChildConfig, on_stopped: Callable[[], None] | None = None) -> None:
-        """``on_stopped`` runs after the last flush a "stop" asked for (a rank's ack)."""
+    def __init__(self, config: ChildConfig, rank: RankHooks | None = None) -> None:
+        """``rank``: this child is a rank of a distributed run (its collectives and its
+        position are recorded too)."""
         self.config = config
-        self._on_stopped = on_stopped
+        self._rank = rank
         self._real_exit: Callable[[int], NoReturn] = os._exit
         self.writer = FrameWriter(config.channel_fd)
         tracing = config.options.tracing
@@ -70,12 +87,50 @@ class ChildRun:
         self.sources = self.engine.sources
         self._flush_lock = threading.Lock()
         self._ended = False
+        self._main_thread = threading.get_ident()
+        self._waiting_since: float | None = None
+        self._blocked_at: tuple[str, int] | None = None
+        self._blocked_from = 0.0
+        if rank is not None:
+            self.engine.watch_collectives(self.flush, self._send)
 
     # -- channel -----------------------------------------------------------------------
     def flush(self, *, last: bool = False) -> None:
         with self._flush_lock:
             for message in self.engine.drain(last=last):
                 self.writer.send(message)
+            if self._rank is not None and not last:  # where it is, should it die next
+                position = self.engine.position(self._main_thread)
+                if position is not None:
+                    self.writer.send(position)
+
+    def _blocked_since(self) -> float | None:
+        """Since when the main thread stays in torch code that may wait on the other ranks
+        (the same frame at the same line at every look)."""
+        blocked = self.engine.stacks.blocked_in(self._main_thread)
+        where = None if blocked is None else blocked[1]
+        if where != self._blocked_at:
+            self._blocked_at = where
+            self._blocked_from = time.time()
+        return None if where is None else self._blocked_from
+
+    def _send(self, message: messages.Message) -> None:
+        with self._flush_lock:
+            self.writer.send(message)
+
+    def _report_waiting(self) -> None:
+        """A rank tells its launcher about a collective it has waited in for a while, or
+        torch code it has stayed in (DDP's all-reduce inside ``backward``)."""
+        log = self.engine.collectives
+        if self._rank is None or log is None:
+            return
+        call = log.pending
+        since = call.started if call is not None else self._blocked_since()
+        if since is not None and time.time() - since < WAITING_AFTER_S:
+            since = None
+        if since != self._waiting_since:
+            self._waiting_since = since
+            self._rank.on_waiting(since)
 
     def finish(
         self, status: str, exit_code: int, exception: messages.ExceptionRecord | None
@@ -112,11 +167,12 @@ class ChildRun:
                     with contextlib.suppress(Exception):  # the ack is sent regardless
                         self.flush()
                     self.writer.send(messages.stopped())
-                    if self._on_stopped is not None:
-                        self._on_stopped()
+                    if self._rank is not None:
+                        self._rank.on_stopped()
                     continue
             try:
                 self.flush()
+                self._report_waiting()
             except Exception:
                 continue
 

@@ -40,6 +40,7 @@ from shapelens.runner.protocol import FrameReader
 from shapelens.trace import Trace
 from shapelens.trace.builder import TIMEOUT_EXIT_CODE, TraceBuilder
 from shapelens.trace.merge import merge_traces
+from shapelens.trace.rank_facts import RankFacts
 
 _RANK = str(Path(__file__).with_name("rank.py"))
 TRACE_DIR_VARIABLE = "SHAPELENS_TRACE_DIR"
@@ -50,6 +51,9 @@ STOP_WAIT_S = 10.0
 is 0.1 s since torch 2.3, 5 s before) before we kill it."""
 STOP_ACK_WAIT_S = 5.0
 """How long a stop waits for every rank's last flush before it ends them all."""
+COLLECTIVE_TIMEOUT_S = 60.0
+"""Default of ``--collective-timeout``: a run whose every rank has waited this long in a
+collective (or ended) is hung, and stopped (gloo's own timeout is 30 minutes)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,11 +70,16 @@ def run_distributed(
     nproc_per_node: int,
     torchrun_args: tuple[str, ...] = (),
     *,
+    collective_timeout_s: float | None = COLLECTIVE_TIMEOUT_S,
     on_output: OutputCallback | None = None,
     cancel: threading.Event | None = None,
     interrupt: threading.Event | None = None,
 ) -> RunResult:
     """``torchrun --nproc-per-node N`` with every rank traced; the ranks' traces merged.
+
+    When every local rank has waited ``collective_timeout_s`` in a collective (or ended),
+    the run is hung: it is stopped as the time limit stops it, and the merge says where
+    each rank waited.
 
     With ``request.capture_output`` the output goes to ``on_output`` (the language server's
     stdout is its protocol channel); ``cancel`` stops every rank (status ``timeout``, as
@@ -104,7 +113,8 @@ def run_distributed(
         ]  # fmt: skip
         return _launch(
             request, command, cwd, target, directory, run_id, private, nproc_per_node,
-            on_output=on_output, cancel=cancel, interrupt=interrupt,
+            collective_timeout_s=collective_timeout_s, on_output=on_output, cancel=cancel,
+            interrupt=interrupt,
         )  # fmt: skip
     finally:
         shutil.rmtree(private, ignore_errors=True)
@@ -120,6 +130,7 @@ def _launch(
     private: str,
     nproc_per_node: int,
     *,
+    collective_timeout_s: float | None,
     on_output: OutputCallback | None,
     cancel: threading.Event | None,
     interrupt: threading.Event | None,
@@ -148,7 +159,7 @@ def _launch(
     pumps = pump_output(process, on_output) if request.capture_output else []
     timeout = request.options.run.timeout_s
     deadline = None if timeout is None else started + timeout
-    stopped: str | None = None  # "timeout" or "cancelled": we stopped the ranks
+    stopped: str | None = None  # "timeout", "cancelled" or "hang": we stopped the ranks
     interrupted = False
     try:
         while process.poll() is None:
@@ -164,6 +175,10 @@ def _launch(
                 stopped = "cancelled"
             elif deadline is not None and time.monotonic() >= deadline:
                 stopped = "timeout"
+            elif collective_timeout_s is not None and _hung(
+                private, nproc_per_node, collective_timeout_s
+            ):
+                stopped = "hang"
             if stopped is not None:
                 _stop(process, controls, private)
                 break
@@ -176,20 +191,47 @@ def _launch(
     for pump in pumps:
         pump.join()
     duration = time.monotonic() - started
-    ranks, ended = read_rank_traces(directory, cwd, runs=(run_id,), duration_s=duration)
+    ranks, ended, facts = read_rank_traces(directory, cwd, runs=(run_id,), duration_s=duration)
     if not ranks and stopped is not None:  # stopped before any rank started: an empty trace
         empty = TraceBuilder(argv=[target, *request.args])
         return RunResult(trace=empty.build(duration_s=duration, returncode=None, outcome=stopped))
     if not ranks:
         raise UsageError(f"no rank wrote a trace into {directory} (torchrun exited {returncode})")
     if stopped is not None:
-        trace = merge_traces(ranks, exit_code=TIMEOUT_EXIT_CODE, ended_at=ended)
-        reason = "cancelled" if stopped == "cancelled" else "stopped by the time limit"
+        trace = merge_traces(
+            ranks, exit_code=TIMEOUT_EXIT_CODE, ended_at=ended, facts=facts, stopped=True
+        )
+        reason = {
+            "cancelled": "cancelled",
+            "timeout": "stopped by the time limit",
+            "hang": f"stopped: every rank waited {collective_timeout_s:g} s in a collective or "
+            "had ended (--collective-timeout)",
+        }[stopped]
         trace = replace(trace, status="timeout", detail=f"{reason} ({trace.detail})")
     else:
         # After Ctrl-C, torchrun's own status says nothing: the ranks' (130) is the run's.
-        trace = merge_traces(ranks, exit_code=None if interrupted else returncode, ended_at=ended)
+        trace = merge_traces(
+            ranks, exit_code=None if interrupted else returncode, ended_at=ended, facts=facts,
+            stopped=interrupted,
+        )  # fmt: skip
     return RunResult(trace=replace(trace, argv=(target, *request.args)))
+
+
+def _hung(private: str, nproc_per_node: int, timeout_s: float) -> bool:
+    """Every local rank waits in a collective (the latest began ``timeout_s`` ago or more)
+    or has ended, and one waits at least: no rank can come to meet the others."""
+    waiting: list[float] = []
+    ended = 0
+    for local_rank in range(nproc_per_node):
+        if os.path.exists(os.path.join(private, f"ended-{local_rank}")):
+            ended += 1
+            continue
+        try:
+            with open(os.path.join(private, f"waiting-{local_rank}")) as record:
+                waiting.append(float(record.read()))
+        except (OSError, ValueError):
+            return False  # running (or between two calls)
+    return bool(waiting) and time.time() - max(waiting) >= timeout_s
 
 
 def _stop(process: subprocess.Popen[bytes], controls: list[int], private: str) -> None:
@@ -275,18 +317,21 @@ def remove_run(directory: str, run_id: str) -> None:
     """Delete one run's rank files (only files ShapeLens wrote: never the user's)."""
     for file in rank_files(directory):
         if file.run == run_id:
-            for path in (file.path, str(Path(file.path).with_suffix(".crash"))):
+            stem = Path(file.path)
+            for path in (file.path, stem.with_suffix(".crash"), stem.with_suffix(".exit")):
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
 
 
 def read_rank_traces(
     directory: str, root: str, *, runs: Collection[str], duration_s: float = 0.0
-) -> tuple[dict[int, Trace], dict[int, float]]:
+) -> tuple[dict[int, Trace], dict[int, float], dict[int, RankFacts]]:
     """Each rank file of ``runs`` in ``directory`` as a trace (what a crashed rank had sent
-    too), and when each rank ended (wall clock), for those that did."""
+    too), when each rank ended (wall clock), for those that did, and what else each left
+    (its collectives, its last position, how its process ended)."""
     traces: dict[int, Trace] = {}
     ended: dict[int, float] = {}
+    facts: dict[int, RankFacts] = {}
     where: dict[int, str] = {}
     for file in rank_files(directory):
         if file.run not in runs:
@@ -308,4 +353,14 @@ def read_rank_traces(
         traces[file.rank] = builder.build(duration_s=duration_s, returncode=None, outcome=None)
         if builder.end is not None and "ended_at" in builder.end:
             ended[file.rank] = float(builder.end["ended_at"])
-    return traces, ended
+        facts[file.rank] = builder.rank_facts(_ending(Path(file.path).with_suffix(".exit")))
+    return traces, ended, facts
+
+
+def _ending(path: Path) -> str | None:
+    """The warden's word on how the rank's process ended (None: it had not, or no warden)."""
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return None
+    return text or None

@@ -229,6 +229,15 @@ class DistributedOptions:
         positive=True,
         help="run under torchrun with N processes, every rank traced, one merged trace",
     )
+    collective_timeout_s: float = setting(
+        60.0,
+        flag="--collective-timeout",
+        metavar="SECONDS",
+        argument="collectiveTimeout",
+        positive=True,
+        help="a distributed run whose every rank has waited this long in a collective (or "
+        "ended) is hung: stop it and say where each rank waited (default 60)",
+    )
     torchrun_args: tuple[str, ...] = setting(
         (),
         flag="--torchrun-arg",

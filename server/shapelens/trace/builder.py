@@ -24,8 +24,9 @@ from shapelens.trace.codec import (
     read_number,
     shape_only_of,
 )
-from shapelens.trace.finding import finding_from_json
+from shapelens.trace.finding import Operand, RankCall, StackFrame, finding_from_json
 from shapelens.trace.messages import (
+    CollectiveRecord,
     LineRecord,
     SampledRecord,
     VarRecord,
@@ -39,9 +40,12 @@ from shapelens.trace.model import (
     SimulatedLine,
     TracingCore,
 )
+from shapelens.trace.rank_facts import RankFacts
 from shapelens.trace.suppression import suppressed
 
 TIMEOUT_EXIT_CODE = 124  # as timeout(1)
+_CALLS_KEPT = 64
+"""A rank's collective calls kept (as many as the rank keeps: engine/distributed)."""
 
 _LINE_FIELDS = field_reader(LineRecord, "file", "line", "hits")
 _VAR_KEY = field_reader(VarRecord, "file", "line", "name")
@@ -72,6 +76,10 @@ class TraceBuilder:
         self._modules: list[dict[str, Any]] = []
         self.crash: dict[str, Any] | None = None
         self._changed = False
+        self._rank: int | None = None
+        self._calls: dict[tuple[str, int], CollectiveRecord] = {}
+        self._position: list[list[Any]] = []
+        self._inside: str | None = None
 
     def take_changed(self) -> bool:
         """Whether results arrived since the last call."""
@@ -141,6 +149,31 @@ class TraceBuilder:
             )
         elif kind == messages.MEMORY:
             self._memory = message["report"]
+        elif kind == messages.COLLECTIVES:
+            self._rank = int(message["rank"])
+            for entry in message["entries"]:
+                record = messages.read_record(CollectiveRecord, entry)
+                self._calls[(record.group, record.seq)] = record
+            if len(self._calls) > _CALLS_KEPT:  # the rank keeps as many: the rest are old
+                latest = sorted(self._calls.items(), key=lambda item: item[1].started)
+                self._calls = dict(latest[-_CALLS_KEPT:])
+        elif kind == messages.POSITION:
+            self._position = list(message["stack"])
+            inside = message.get("inside")
+            self._inside = inside if isinstance(inside, str) else None
+
+    def rank_facts(self, ending: str | None) -> RankFacts:
+        """What this rank's channel said besides its trace (``ending``: its warden's word)."""
+        rank = self._rank or 0
+        calls = sorted(self._calls.values(), key=lambda record: record.started)
+        return RankFacts(
+            calls=tuple(_rank_call(rank, record) for record in calls),
+            position=tuple(_frame(entry) for entry in self._position),
+            ending=ending,
+            first_bound={key: index for index, key in enumerate(self._vars)},
+            stopped=self.stopped,
+            inside=self._inside,
+        )
 
     def _status(
         self, returncode: int | None, outcome: str | None
@@ -207,6 +240,36 @@ class TraceBuilder:
         )
 
 
+def _frame(entry: Sequence[Any]) -> StackFrame:
+    return StackFrame(file=str(entry[0]), line=int(entry[1]), function=str(entry[2]))
+
+
+def _rank_call(rank: int, record: CollectiveRecord) -> RankCall:
+    return RankCall(
+        rank=rank,
+        op=record.op,
+        file=record.file,
+        line=record.line,
+        seq=record.seq,
+        group=record.group,
+        state=record.state,
+        note=record.error,
+        tensors=tuple(
+            Operand(
+                name=str(name),
+                shape=tuple(int(d) for d in shape),
+                dtype=dtype,
+                device=device,
+                file=record.file,
+                line=record.line,
+                rank=rank,
+            )
+            for name, shape, dtype, device in record.tensors
+        ),
+        stack=tuple(_frame(entry) for entry in record.stack or ()),
+    )
+
+
 def _simulated_record(entry: Any) -> messages.SimulatedRecord:
     return messages.read_record(messages.SimulatedRecord, entry)
 
@@ -230,6 +293,8 @@ def _var(var: VarRecord) -> TracedVar:
         shape_hits=() if var.shape_hits is None else tuple(int(n) for n in var.shape_hits),
         grad_varied=bool(var.grad_varied),
         bounded_dims=tuple(int(d) for d in var.bounded_dims or ()),
+        placements=None if var.sharding is None else str(var.sharding[0]),
+        local_shape=None if var.sharding is None else tuple(int(d) for d in var.sharding[1]),
     )
 
 

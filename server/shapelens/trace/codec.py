@@ -23,6 +23,7 @@ from shapelens.trace.model import (
     MemoryReport,
     ModuleCall,
     ModuleCost,
+    RankEnd,
     RankValue,
     ShapeOnlyRun,
     SimulatedLine,
@@ -78,6 +79,10 @@ def var_to_json(var: TracedVar) -> dict[str, Any]:
         out["grad_varied"] = True
     if var.bounded_dims:
         out["bounded_dims"] = list(var.bounded_dims)
+    if var.placements is not None:
+        out["placements"] = var.placements
+    if var.local_shape is not None:
+        out["local_shape"] = list(var.local_shape)
     if var.ranks:
         out["ranks"] = [
             {
@@ -87,6 +92,7 @@ def var_to_json(var: TracedVar) -> dict[str, Any]:
                 "device": r.device,
                 "requires_grad": r.requires_grad,
                 "hits": r.hits,
+                **({} if r.local_shape is None else {"local_shape": list(r.local_shape)}),
             }
             for r in var.ranks
         ]
@@ -127,7 +133,34 @@ def trace_to_json(trace: Trace) -> dict[str, Any]:
         "modules": [module_to_json(m) for m in trace.modules],
         **({"cells": [_cell_to_json(c) for c in trace.cells]} if trace.cells else {}),
         **({"memory": _memory_to_json(trace.memory)} if trace.memory is not None else {}),
+        **({"ranks": [_rank_end_to_json(r) for r in trace.ranks]} if trace.ranks else {}),
     }
+
+
+def _rank_end_to_json(end: RankEnd) -> dict[str, Any]:
+    return {
+        "rank": end.rank,
+        "status": end.status,
+        "exit_code": end.exit_code,
+        "signal": end.signal,
+        "how": end.how,
+        "file": end.file,
+        "line": end.line,
+        "collective": end.collective,
+    }
+
+
+def _rank_end_from_json(data: dict[str, Any]) -> RankEnd:
+    return RankEnd(
+        rank=int(data["rank"]),
+        status=data["status"],
+        exit_code=int(data["exit_code"]),
+        signal=data.get("signal"),
+        how=str(data["how"]),
+        file=data.get("file"),
+        line=None if data.get("line") is None else int(data["line"]),
+        collective=data.get("collective"),
+    )
 
 
 def _memory_to_json(memory: MemoryReport) -> dict[str, Any]:
@@ -252,6 +285,8 @@ def module_to_json(module: ModuleCall) -> dict[str, Any]:
         out["calls_sampled"] = True
     if module.rank is not None:
         out["rank"] = module.rank
+    if module.shard_bytes is not None:
+        out["shard_bytes"] = module.shard_bytes
     if module.cost is not None:
         out["cost"] = {
             "param_bytes": module.cost.param_bytes,
@@ -293,6 +328,7 @@ def module_from_json(data: dict[str, Any]) -> ModuleCall:
         declared=_location_from_json(data.get("declared")),
         forward=_location_from_json(data.get("forward")),
         rank=None if data.get("rank") is None else int(data["rank"]),
+        shard_bytes=None if data.get("shard_bytes") is None else int(data["shard_bytes"]),
         cost=_module_cost_of(data.get("cost")),
     )
 
@@ -408,6 +444,8 @@ def trace_from_json(data: Any) -> Trace:
                             shape_hits=tuple(int(n) for n in v.get("shape_hits", ())),
                             grad_varied=bool(v.get("grad_varied", False)),
                             bounded_dims=tuple(int(d) for d in v.get("bounded_dims", ())),
+                            placements=v.get("placements"),
+                            local_shape=shape_of(v.get("local_shape")),
                             ranks=tuple(
                                 RankValue(
                                     rank=int(r["rank"]),
@@ -416,6 +454,7 @@ def trace_from_json(data: Any) -> Trace:
                                     device=r["device"],
                                     requires_grad=r["requires_grad"],
                                     hits=int(r["hits"]),
+                                    local_shape=shape_of(r.get("local_shape")),
                                 )
                                 for r in v.get("ranks", ())
                             ),
@@ -428,6 +467,7 @@ def trace_from_json(data: Any) -> Trace:
             findings=tuple(finding_from_json(f) for f in data["findings"]),
             modules=tuple(module_from_json(m) for m in data.get("modules", ())),
             cells=tuple(_cell_from_json(c) for c in data.get("cells", ())),
+            ranks=tuple(_rank_end_from_json(r) for r in data.get("ranks", ())),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise TraceFormatError(f"malformed {SCHEMA_ID} trace: {err!r}") from err

@@ -29,6 +29,8 @@ KINDS = (
     "shape_comment",
     "rank_divergence",
     "rank_exception",
+    "collective_mismatch",
+    "distributed_hang",
 )
 """Every kind a finding may have (the schema's ``finding.kind`` lists the same)."""
 
@@ -95,6 +97,42 @@ class CauseStep:
     before: Facts | None = None
     after: Facts | None = None
     ranks: tuple[Facts, ...] = ()
+    note: str | None = None
+    """A consequence on another rank (its dropped connection, torchrun's kill), in words."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StackFrame:
+    """One frame of user code on a rank's stack (innermost first where a stack is listed)."""
+
+    file: str
+    line: int
+    function: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankCall:
+    """Where one rank was in a collective finding: the collective it called (``op``, its
+    ``seq``-th on ``group``, the tensors that must agree across ranks, metadata only), or,
+    with no ``op``, the line it was running or ended at."""
+
+    rank: int
+    op: str | None
+    file: str | None
+    line: int | None
+    seq: int | None = None
+    group: str | None = None
+    """``world``, ``ranks 0,2`` (a ``new_group``), ``0→1`` (a send/recv pair)."""
+    tensors: tuple[Operand, ...] = ()
+    state: str = "called"
+    """``called`` (it returned), ``waiting`` (in it when the run was stopped), ``failed``
+    (it raised), ``blocked`` (in torch code that waits on the other ranks: ``backward``,
+    where DDP all-reduces gradients), ``running`` (in no collective), ``ended`` or
+    ``died``."""
+    note: str | None = None
+    """How the rank ended, when that matters (``killed by SIGABRT``, ``exited 0``)."""
+    stack: tuple[StackFrame, ...] = ()
+    """Its stack through user code, innermost first (a hang's waiting rank)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -158,6 +196,8 @@ class Finding:
     """A finding read from a ``shapelens.trace/1`` file: its message, as written then."""
     related: tuple[RelatedLocation, ...] = ()
     """A finding read from a ``shapelens.trace/1`` file: its related locations."""
+    calls: tuple[RankCall, ...] = ()
+    """collective_mismatch, distributed_hang: each rank's collective (or where it was)."""
 
 
 # -- the codec: the channel's and the trace file's JSON ----------------------------------
@@ -227,6 +267,26 @@ def _step_to_json(step: CauseStep) -> dict[str, Any]:
         out["after"] = _facts_to_json(step.after)
     if step.ranks:
         out["ranks"] = [_facts_to_json(facts) for facts in step.ranks]
+    if step.note is not None:
+        out["note"] = step.note
+    return out
+
+
+def _call_to_json(call: RankCall) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "rank": call.rank,
+        "op": call.op,
+        "file": call.file,
+        "line": call.line,
+        "state": call.state,
+        **_present({"seq": call.seq, "group": call.group, "note": call.note}),
+    }
+    if call.tensors:
+        out["tensors"] = [_operand_to_json(o) for o in call.tensors]
+    if call.stack:
+        out["stack"] = [
+            {"file": f.file, "line": f.line, "function": f.function} for f in call.stack
+        ]
     return out
 
 
@@ -256,6 +316,8 @@ def finding_to_json(f: Finding) -> dict[str, Any]:
         out["chain"] = [_step_to_json(step) for step in f.chain]
     if f.related:
         out["related"] = [{"file": r.file, "line": r.line, "message": r.message} for r in f.related]
+    if f.calls:
+        out["calls"] = [_call_to_json(call) for call in f.calls]
     if f.memory is not None:
         out["memory"] = {
             "device": f.memory.device,
@@ -286,6 +348,25 @@ def _step_from_json(step: dict[str, Any]) -> CauseStep:
         before=None if before is None else _facts_from_json(before),
         after=None if after is None else _facts_from_json(after),
         ranks=tuple(_facts_from_json(facts) for facts in step.get("ranks", ())),
+        note=step.get("note"),
+    )
+
+
+def _call_from_json(call: dict[str, Any]) -> RankCall:
+    return RankCall(
+        rank=int(call["rank"]),
+        op=call.get("op"),
+        file=call.get("file"),
+        line=_int_or_none(call.get("line")),
+        seq=_int_or_none(call.get("seq")),
+        group=call.get("group"),
+        tensors=tuple(_operand_from_json(o) for o in call.get("tensors", ())),
+        state=str(call.get("state", "called")),
+        note=call.get("note"),
+        stack=tuple(
+            StackFrame(file=str(f["file"]), line=int(f["line"]), function=str(f["function"]))
+            for f in call.get("stack", ())
+        ),
     )
 
 
@@ -354,4 +435,5 @@ def finding_from_json(f: dict[str, Any]) -> Finding:
             RelatedLocation(file=r["file"], line=int(r["line"]), message=r["message"])
             for r in f.get("related", ())
         ),
+        calls=tuple(_call_from_json(call) for call in f.get("calls", ())),
     )

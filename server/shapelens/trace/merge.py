@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
+from shapelens.trace.collectives import check_collectives, rank_end, short_error
 from shapelens.trace.model import (
     CauseStep,
     ExceptionInfo,
@@ -16,8 +18,9 @@ from shapelens.trace.model import (
     TracedLine,
     TracedVar,
 )
+from shapelens.trace.rank_facts import RankFacts
 
-KINDS = ("rank_divergence", "rank_exception")
+KINDS = ("rank_divergence", "rank_exception", "collective_mismatch", "distributed_hang")
 """The finding kinds a merge makes (the engine's rules make the others)."""
 
 _SEVERITY: dict[RunStatus, int] = {
@@ -30,20 +33,32 @@ def merge_traces(
     *,
     exit_code: int | None = None,
     ended_at: dict[int, float] | None = None,
+    facts: dict[int, RankFacts] | None = None,
+    stopped: bool = False,
 ) -> Trace:
     """One trace of all ranks; variables carry ``ranks`` when more than one rank bound them.
 
     The run's exception is the first rank to fail (by ``ended_at``): when one rank raises,
     the others usually fail next on a closed connection. Every failing rank also gets a
-    ``rank_exception`` finding at its line."""
+    ``rank_exception`` finding at its line, unless a collective finding tells its failure
+    as a consequence. ``facts``: what else each rank left (its collectives, how it ended);
+    ``stopped``: the launcher stopped the ranks (a time limit, a hang, a cancel, Ctrl-C)."""
     if not ranks:
         raise ValueError("no rank traces to merge")
+    facts = facts or {}
     order = sorted(ranks)
     first = ranks[order[0]]
     lines, divergences = _merge_lines(ranks, order)
-    divergences = _one_per_cause(divergences)
+    verdict = check_collectives(ranks, facts, divergences, stopped=stopped)
+    divergences = _one_per_cause(
+        [d for i, d in enumerate(divergences) if i not in verdict.explained_divergences]
+    )
     failed = _failed_ranks(ranks, order, ended_at or {})
     exception, rank_exceptions = _exceptions(ranks, failed)
+    if exception is not None and failed and failed[0] in verdict.explained_ranks:
+        exception = _as_consequence(exception, failed[0], verdict.findings[0])
+    rank_exceptions = [f for f in rank_exceptions if f.rank not in verdict.explained_ranks]
+    own = [f for f in _rank_findings(ranks, order) if not _about_a_collective(f, facts)]
     return Trace(
         argv=first.argv,
         python=first.python,
@@ -53,13 +68,38 @@ def merge_traces(
         exit_code=exit_code if exit_code is not None else max(t.exit_code for t in ranks.values()),
         exception=exception,
         lines=tuple(lines),
-        findings=(*divergences, *_rank_findings(ranks, order), *rank_exceptions),
+        findings=(*verdict.findings, *divergences, *own, *rank_exceptions),
         modules=tuple(
             replace(module, rank=rank) if len(ranks) > 1 else module
             for rank in order
             for module in ranks[rank].modules
         ),  # each rank's own tree: shapes per rank
         detail=f"{len(ranks)} ranks",
+        ranks=tuple(rank_end(r, ranks[r], facts[r]) for r in order if r in facts)
+        if len(ranks) > 1
+        else (),
+    )
+
+
+def _as_consequence(exception: ExceptionInfo, rank: int, cause: Finding) -> ExceptionInfo:
+    """The run's exception, when a collective finding tells why it was raised: short, and
+    pointing at that finding."""
+    short = short_error(f"{exception.type}: {exception.message.removeprefix(f'[rank {rank}] ')}")
+    message = short.removeprefix(f"{exception.type}: ")
+    where = f"{os.path.basename(cause.file)}:{cause.line}"
+    kind = cause.kind.replace("_", " ")
+    return replace(exception, message=f"[rank {rank}] {message} (after the {kind} at {where})")
+
+
+def _about_a_collective(finding: Finding, facts: dict[int, RankFacts]) -> bool:
+    """A rank's error at a collective that failed or hung there: the collective's failure
+    (a dropped connection read as a size error), which the collective findings and the
+    rank's ending tell."""
+    if finding.severity != "error" or finding.rank is None or finding.rank not in facts:
+        return False
+    return any(
+        (c.file, c.line) == (finding.file, finding.line) and c.state in ("failed", "waiting")
+        for c in facts[finding.rank].calls
     )
 
 
@@ -107,6 +147,7 @@ def _rank_values(values: dict[int, TracedVar]) -> tuple[RankValue, ...]:
             device=v.device,
             requires_grad=v.requires_grad,
             hits=v.hits,
+            local_shape=v.local_shape,
         )
         for r, v in sorted(values.items())
     )

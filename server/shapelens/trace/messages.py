@@ -12,6 +12,11 @@
                                                re-sent whole
   modules   {entries: [module, ...]}           every nn.Module called so far (trace format's
                                                ``modules``), re-sent whole when calls happened
+  collectives {rank, entries: [CollectiveRecord, ...]}  a rank's latest collective calls
+                                               (by group and sequence number), as they change
+  position  {stack: [[file, line, function], ...], inside}  where a rank's main thread is
+                                               in user code (innermost first) and in torch
+                                               code that may wait on other ranks, at flushes
   debug     {host, port}                       debugpy listens there, waiting for a client
   error     {message}                          the target could not be started
   stopped   {}                                 answer to a stop request on the control pipe
@@ -47,6 +52,8 @@ SHAPE_ONLY: Final = "shape_only"
 MEMORY: Final = "memory"
 SIMULATED: Final = "simulated"
 MODULES: Final = "modules"
+COLLECTIVES: Final = "collectives"
+POSITION: Final = "position"
 DEBUG: Final = "debug"
 ERROR: Final = "error"
 STOPPED: Final = "stopped"
@@ -56,7 +63,7 @@ SIMULATED_PREFIX: Final = "simulated "
 """Starts the type of a value a shape-only run simulated (``simulated float``): the child
 names it so, the presentation reads it."""
 
-RESULTS: Final = frozenset({LINES, VARS, FINDINGS, MODULES, MEMORY, SIMULATED})
+RESULTS: Final = frozenset({LINES, VARS, FINDINGS, MODULES, MEMORY, SIMULATED, COLLECTIVES})
 """Kinds that bring new results (a snapshot of a running trace is worth sending)."""
 
 
@@ -92,6 +99,9 @@ class VarRecord(NamedTuple):
     grad_varied: bool = False
     bounded_dims: list[int] | None = None
     """A shape-only run: the dims whose size depends on the data, at their bound."""
+    sharding: list[Any] | None = None
+    """A sharded tensor (DTensor): [placements, this rank's local shape]; ``shape`` is the
+    global one."""
 
 
 class SimulatedRecord(NamedTuple):
@@ -103,6 +113,29 @@ class SimulatedRecord(NamedTuple):
     line: int
     values: int
     decisions: int
+
+
+class CollectiveRecord(NamedTuple):
+    """A ``collectives`` entry: one collective a rank called (metadata only, no data)."""
+
+    group: str
+    """``world``, ``ranks 0,2`` (a ``new_group``), ``0→1`` (a send/recv pair)."""
+    seq: int
+    """Its number among this rank's calls on ``group``, from 1."""
+    op: str
+    """``all_reduce``; ``broadcast(src=0)`` where the root must agree too."""
+    file: str | None
+    line: int | None
+    """The innermost line of user code that called it."""
+    state: str
+    """``waiting`` (under way), ``called`` (returned) or ``failed`` (raised)."""
+    tensors: list[list[Any]]
+    """Each tensor that must agree across ranks: [name, shape, dtype, device]."""
+    started: float
+    """Wall clock when it was called."""
+    error: str | None = None
+    stack: list[list[Any]] | None = None
+    """Its stack through user code, innermost first: [file, line, function]."""
 
 
 class SampledRecord(NamedTuple):
@@ -168,7 +201,20 @@ class Stopped(TypedDict):
     t: Literal["stopped"]
 
 
-Record = TypeVar("Record", LineRecord, VarRecord, SampledRecord, SimulatedRecord)
+class Collectives(TypedDict):
+    t: Literal["collectives"]
+    rank: int
+    entries: list[CollectiveRecord]
+
+
+class Position(TypedDict):
+    t: Literal["position"]
+    stack: list[list[Any]]
+    inside: str | None
+    """torch code it is in that may wait on the other ranks (``backward``), if any."""
+
+
+Record = TypeVar("Record", LineRecord, VarRecord, SampledRecord, SimulatedRecord, CollectiveRecord)
 
 
 def read_record(kind: type[Record], entry: Sequence[Any]) -> Record:
@@ -225,6 +271,8 @@ Message = (
     | Memory
     | Simulated
     | Modules
+    | Collectives
+    | Position
     | Debug
     | Error
     | Stopped
@@ -282,6 +330,14 @@ def simulated(entries: list[SimulatedRecord]) -> Simulated:
 
 def modules(entries: list[dict[str, Any]]) -> Modules:
     return {"t": MODULES, "entries": entries}
+
+
+def collectives(rank: int, entries: list[CollectiveRecord]) -> Collectives:
+    return {"t": COLLECTIVES, "rank": rank, "entries": entries}
+
+
+def position(stack: list[list[Any]], inside: str | None) -> Position:
+    return {"t": POSITION, "stack": stack, "inside": inside}
 
 
 def debug(*, host: str, port: int) -> Debug:

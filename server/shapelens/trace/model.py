@@ -32,10 +32,16 @@ from shapelens.trace.finding import (
     Operand as Operand,
 )
 from shapelens.trace.finding import (
+    RankCall as RankCall,
+)
+from shapelens.trace.finding import (
     RelatedLocation as RelatedLocation,
 )
 from shapelens.trace.finding import (
     Severity as Severity,
+)
+from shapelens.trace.finding import (
+    StackFrame as StackFrame,
 )
 from shapelens.trace.messages import SIMULATED_PREFIX
 
@@ -54,6 +60,8 @@ class RankValue:
     device: str | None
     requires_grad: bool | None
     hits: int
+    local_shape: tuple[int, ...] | None = None
+    """A sharded tensor: this rank's shard."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,6 +92,11 @@ class TracedVar:
     bounded_dims: tuple[int, ...] = ()
     """A shape-only run: the dims whose size depends on the data (a boolean mask's
     selection), written at their bound: ``(≤32,8)``."""
+    placements: str | None = None
+    """A sharded tensor (DTensor): how it is laid out over the ranks (``Shard(0)``);
+    ``shape`` is its global shape."""
+    local_shape: tuple[int, ...] | None = None
+    """A sharded tensor: this rank's shard (``(32,32)`` of a ``(64,32)`` ``Shard(0)``)."""
 
     @property
     def shape_varies(self) -> bool:
@@ -145,6 +158,9 @@ class ModuleCall:
     """Its class's ``forward``."""
     rank: int | None = None
     """Distributed runs: the rank it ran on."""
+    shard_bytes: int | None = None
+    """Sharded parameters (FSDP2, DTensor): the bytes of them this rank holds; ``params``
+    counts them whole (globally)."""
     cost: ModuleCost | None = None
     """A shape-only run's memory and FLOPs of its latest forward (its children's included)."""
 
@@ -272,6 +288,26 @@ class TracingCore:
 
 
 @dataclass(frozen=True, kw_only=True)
+class RankEnd:
+    """How one rank of a distributed run ended (``ranks`` in the file)."""
+
+    rank: int
+    status: RunStatus
+    exit_code: int
+    signal: str | None
+    """The signal that killed its process (``SIGKILL``, ``SIGABRT``), if one did (not the
+    launcher's own stop)."""
+    how: str
+    """In words: ``ran to its end``, ``raised RuntimeError``, ``killed by SIGABRT in
+    all_reduce``, ``stopped while waiting in barrier``."""
+    file: str | None
+    line: int | None
+    """Its last line of user code: where it raised, died or waited."""
+    collective: str | None = None
+    """The collective it was in at its end."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Trace:
     argv: tuple[str, ...]
     python: str
@@ -296,6 +332,8 @@ class Trace:
     """A notebook kernel's trace: the cells whose lines it holds (empty for a script run)."""
     memory: MemoryReport | None = None
     """A shape-only run's memory and FLOPs, per line and per device."""
+    ranks: tuple[RankEnd, ...] = ()
+    """A distributed run: how and where each rank ended (empty for a single process)."""
 
     @property
     def files(self) -> list[str]:

@@ -55,6 +55,8 @@ def nonfinite_flags(
 
 
 def _torch_flags(tensor: Any, max_elements: int, on_gpu: bool) -> tuple[bool, bool] | None:
+    if type(tensor) in values.SHARDED_TYPES:  # its own shard: the whole would be a collective
+        tensor = torch_compat.local_shard(tensor)
     dtype = tensor.dtype
     if not (dtype.is_floating_point or dtype.is_complex):
         return False, False
@@ -116,7 +118,7 @@ def holds_only_zero_or_inf(value: Any) -> bool:
     """``log`` of a 0/1 mask gives exactly 0 and -inf; a real underflow gives other values."""
     try:
         if values.kind_of(value) == values.TORCH:
-            data = value.detach()
+            data = torch_compat.local_shard(value).detach()
             return bool(((data == 0) | data.isinf()).all())
         numpy = sys.modules.get("numpy")
         if numpy is not None and isinstance(value, numpy.ndarray):

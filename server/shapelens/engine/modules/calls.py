@@ -83,8 +83,7 @@ class ModuleStats:
     __slots__ = (
         "calls", "calls_before", "calls_from", "estimated", "inputs", "located", "module",
         "outputs", "pace", "pace_calls", "pace_hits", "paced_from", "param_bytes", "params",
-        "quiet_from",
-        "run", "run_calls", "spell", "tick", "woke_at",
+        "quiet_from", "run", "run_calls", "shard_bytes", "spell", "tick", "woke_at",
     )  # fmt: skip
 
     def __init__(self, module: Any) -> None:
@@ -117,6 +116,8 @@ class ModuleStats:
         self.outputs: list[TensorSlot] = []
         self.params: tuple[int, int] | None = None
         self.param_bytes: int | None = None
+        self.shard_bytes: int | None = None
+        """Sharded parameters (FSDP2): the bytes of them this rank holds."""
         self.located: tuple[str, Any, Any] | None = None
         """(path, declared, forward), worked out once per path: the flusher thread would
         otherwise search the sources on every flush, holding the GIL from the program."""

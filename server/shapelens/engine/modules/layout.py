@@ -60,20 +60,25 @@ def entry(
     """One module of the trace format's ``modules``, at ``path`` in ``layout``; ``cost_of``:
     a shape-only run's memory and FLOPs of its latest forward, by the module's ``id``."""
     module = stats.module
-    if stats.params is None:
+    if stats.params is None or (stats.shard_bytes is None and torch_compat.sharding_loaded()):
+        # (FSDP2 swaps a module's shards for whole parameters during its forward: counted
+        # again until they are seen sharded)
         total = trainable = 0
+        sharded = False
         for parameter in module.parameters():
-            count = int(parameter.numel())
+            count = int(parameter.numel())  # a DTensor's: global, so counted once
             total += count
             trainable += count if parameter.requires_grad else 0
+            sharded = sharded or torch_compat.is_sharded_type(type(parameter))
         stats.params = (total, trainable)
+        stats.shard_bytes = _shard_bytes(module) if sharded else None
     if stats.located is None or stats.located[0] != path:
         declared = _declared(stats, path, layout, sources, scope)
         stats.located = (path, declared, _forward_of(module))
     cost = cost_of(id(module)) if cost_of is not None else None
     if cost is not None:
-        if stats.param_bytes is None:
-            stats.param_bytes = sum(int(p.numel()) * p.element_size() for p in module.parameters())
+        if stats.param_bytes is None:  # what this rank holds: a DTensor's own shard
+            stats.param_bytes = _shard_bytes(module)
         cost = {"param_bytes": stats.param_bytes, **cost, **_kept(module, kept_for)}
     return {
         **({"cost": cost} if cost is not None else {}),
@@ -81,6 +86,7 @@ def entry(
         "class": type(module).__name__,
         "params": stats.params[0],
         "trainable_params": stats.params[1],
+        **({"shard_bytes": stats.shard_bytes} if stats.shard_bytes is not None else {}),
         "calls": stats.calls + round(stats.estimated + estimated_since_quiet(stats)),
         "calls_sampled": stats.estimated > 0 or stats.quiet_from is not None,
         "inputs": [slot.to_json() for slot in stats.inputs],
@@ -88,6 +94,15 @@ def entry(
         "declared": stats.located[1],
         "forward": stats.located[2],
     }
+
+
+def _shard_bytes(module: Any) -> int:
+    """The bytes of ``module``'s parameters this rank holds (a DTensor's own shard)."""
+    total = 0
+    for parameter in module.parameters():
+        local = torch_compat.local_shard(parameter)
+        total += int(local.numel()) * local.element_size()
+    return total
 
 
 def _declared(

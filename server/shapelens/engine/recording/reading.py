@@ -19,6 +19,7 @@ from typing import Any
 from shapelens.engine.recording import values
 from shapelens.engine.recording.code_info import CodeInfo
 from shapelens.engine.recording.run_records import MAX_SHAPES, RunRecords, VarStats
+from shapelens.engine.torch_support import torch_compat
 from shapelens.engine.torch_support.simulated_values import bounded, bounded_dims
 
 _MISSING = object()
@@ -178,6 +179,8 @@ class Reader:
             return False
         if values.kind_of_type.get(type(value)) != values.TORCH:
             return False
+        if type(value) in values.SHARDED_TYPES:  # its value is the ranks' together
+            return False
         try:  # as _scalar reads it, with fewer attribute reads (this runs on every hit)
             if value.ndim or not (value.is_cpu or (self.scalars_on_gpu and not value.is_meta)):
                 return False
@@ -222,7 +225,9 @@ class Reader:
 class _Metadata:
     """What one read of a tensor or array saw, before it is recorded."""
 
-    __slots__ = ("bounded", "device", "dtype", "grad_fn", "requires_grad", "scalar", "shape")
+    __slots__ = (
+        "bounded", "device", "dtype", "grad_fn", "requires_grad", "scalar", "shape", "sharding",
+    )  # fmt: skip
 
     def __init__(self) -> None:
         self.dtype: Any = None
@@ -232,6 +237,7 @@ class _Metadata:
         self.shape: Any = None
         self.scalar: float | None = None
         self.bounded: tuple[int, ...] = ()
+        self.sharding: tuple[str, tuple[int, ...]] | None = None
 
 
 def _metadata(value: Any, kind: int, on_gpu: bool) -> _Metadata:
@@ -248,13 +254,16 @@ def _metadata(value: Any, kind: int, on_gpu: bool) -> _Metadata:
             seen.shape = value.shape
             if bounded:  # a shape-only run's sizes that depend on the data
                 seen.bounded = bounded_dims(value)
+            if type(value) in values.SHARDED_TYPES:  # global shape; this rank's shard
+                seen.sharding = torch_compat.sharding(value)
         else:
             seen.dtype = value.dtype
             seen.device = getattr(value, "device", None)
             seen.shape = tuple(value.shape)
     except Exception:
         seen.shape = None  # nested tensors and odd objects: keep what could be read
-    if seen.shape is not None and not seen.shape:
+    if seen.shape is not None and not seen.shape and seen.sharding is None:
+        # (a sharded tensor's value is the ranks' together: reading it is a collective)
         seen.scalar = _scalar(value, kind, on_gpu)
     return seen
 
@@ -274,6 +283,9 @@ def _record_metadata(stats: VarStats, seen: _Metadata, hit: int) -> bool:
         stats.remember(seen.scalar, hit)
     if seen.bounded != stats.bounded:
         stats.bounded = seen.bounded
+        changed = True
+    if seen.sharding != stats.sharding:
+        stats.sharding = seen.sharding
         changed = True
     shape = seen.shape
     if shape != stats.shape:

@@ -52,6 +52,7 @@ class VarStats:
         "shape_index",
         "shape_since",
         "shapes",
+        "sharding",
         "type",
     )
 
@@ -63,6 +64,7 @@ class VarStats:
         self.hits = 0
         self.sent_hits = 0
         self.shape: Any = None
+        self.sharding: tuple[str, tuple[int, ...]] | None = None
         self.dtype: Any = None
         self.device: Any = None
         self.requires_grad: bool | None = None
@@ -168,6 +170,7 @@ class VarStats:
             shape_hits=self.shape_counts(hits) if len(self.shapes) > 1 else None,
             grad_varied=self.grad_varied,
             bounded_dims=list(self.bounded) if self.bounded else None,
+            sharding=None if self.sharding is None else [self.sharding[0], list(self.sharding[1])],
         )
 
 

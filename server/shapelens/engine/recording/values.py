@@ -49,6 +49,10 @@ kind_of_type: dict[type, int] = dict.fromkeys(_ALWAYS_IGNORED, IGNORED)
 kind_of_type.update(dict.fromkeys((bool, int, float, *simulated_values.TYPE_NAMES), NUMBER))
 
 
+SHARDED_TYPES: set[type] = set()
+"""Tensor types of which each rank holds a shard (DTensor): read with their placements."""
+
+
 def _torch_tensor_type() -> type | None:
     torch = sys.modules.get("torch")
     return getattr(torch, "Tensor", None) if torch is not None else None
@@ -71,7 +75,11 @@ def _classify(value: Any, tp: type) -> int:
         # FakeTensor, FunctionalTensor: stand-ins while torch.compile/export trace user code
         # (an allow_in_graph function, a custom op's fake kernel). No data, symbolic shapes
         # whose every comparison would add a guard to their graph: not the user's values.
-        return IGNORED if torch_compat.is_stand_in(tp) else TORCH
+        if torch_compat.is_stand_in(tp):
+            return IGNORED
+        if torch_compat.is_sharded_type(tp):
+            SHARDED_TYPES.add(tp)
+        return TORCH
     if tp is list or tp is tuple:
         return SEQUENCE
     if issubclass(tp, tuple) and (hasattr(tp, "_fields") or hasattr(tp, "n_fields")):

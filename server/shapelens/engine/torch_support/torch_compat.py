@@ -12,6 +12,7 @@ Nothing here imports torch: each function takes the loaded ``torch`` (or its obj
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable, Iterable
 from types import CodeType
 from typing import Any
@@ -371,3 +372,50 @@ def onednn_rnn_layer(torch: Any) -> Any:
     before): its fake kernel returns an empty workspace where the real one keeps megabytes."""
     packet = getattr(torch.ops.aten, "mkldnn_rnn_layer", None) if hasattr(torch, "ops") else None
     return getattr(packet, "default", None)
+
+
+# -- sharded tensors (DTensor: torch.distributed.tensor since 2.5, ._tensor in 2.4) --------
+DTENSOR_MODULES = ("torch.distributed.tensor", "torch.distributed._tensor")
+"""Where ``DTensor`` is defined (``torch.distributed.tensor._api`` since 2.5,
+``torch.distributed._tensor.api`` in 2.4)."""
+
+
+def sharding_loaded() -> bool:
+    """Whether DTensor is loaded at all (FSDP2 and tensor parallel import it)."""
+    return any(name in sys.modules for name in DTENSOR_MODULES)
+
+
+def is_sharded_type(tensor_type: type) -> bool:
+    """A ``DTensor``: a global tensor of which each rank holds a shard (FSDP2's parameters,
+    ``distribute_tensor``, tensor parallel)."""
+    return tensor_type.__name__ == "DTensor" and tensor_type.__module__.startswith(DTENSOR_MODULES)
+
+
+def sharding(dtensor: Any) -> tuple[str, tuple[int, ...]] | None:
+    """A DTensor's placements (``Shard(0)``; ``(Shard(0), Replicate())`` on a 2-D mesh) and
+    this rank's local shape, from its metadata alone; None where they cannot be read."""
+    try:
+        placements = tuple(dtensor.placements)
+        local = dtensor._local_tensor  # the shard itself (to_local() would record an op)
+        local_shape = tuple(int(d) for d in local.shape)
+    except Exception:
+        return None
+    texts = [_placement_text(p) for p in placements]
+    text = texts[0] if len(texts) == 1 else "(" + ", ".join(texts) + ")"
+    return text, local_shape
+
+
+def _placement_text(placement: Any) -> str:
+    """``Shard(0)``, ``Replicate()``, ``Partial(sum)`` (torch writes ``Shard(dim=0)``)."""
+    dim = getattr(placement, "dim", None)
+    if type(placement).__name__.endswith("Shard") and isinstance(dim, int):
+        return f"{type(placement).__name__}({dim})"
+    return repr(placement)
+
+
+def local_shard(tensor: Any) -> Any:
+    """This rank's shard of a DTensor (a plain tensor: checking its values runs no
+    collective); any other tensor as it is."""
+    if is_sharded_type(type(tensor)):
+        return tensor._local_tensor
+    return tensor
