@@ -183,6 +183,8 @@ def sharded_text(
     distinct = {tuple(shape) if shape is not None else None for _, shape in local_shapes}
     if len(distinct) <= 1:
         shape = next(iter(distinct), None)
+        if "Shard" not in placements:  # replicated: each rank holds it whole
+            return placements
         return f"{placements} → {shape_text(shape)} per rank"
     return f"{placements} → " + " | ".join(
         f"{shape_text(shape)} r{rank}" for rank, shape in local_shapes

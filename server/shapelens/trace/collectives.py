@@ -359,6 +359,12 @@ def _consequences(
                 note = f"killed by {signal} in {call.op}"
             else:
                 note = f"ended in {call.op}"
+        elif trace.exception is not None and rank_facts.inside is not None:
+            # raised where it waited on the others without a call of its own (DDP's
+            # gradient all-reduce in backward)
+            exc = trace.exception
+            note = f"{short_error(f'{exc.type}: {exc.message}')} in {rank_facts.inside}"
+            end = _where_it_ended(rank, trace, rank_facts, state="ended")
         elif signal in _STOPPED_BY_LAUNCHER:
             note = f"stopped by torchrun ({signal}) when another rank failed"
             end = _where_it_ended(rank, trace, rank_facts, state="died")
@@ -388,12 +394,13 @@ def short_error(error: str) -> str:
 
 
 def _at_each_line(finding: Finding) -> list[Finding]:
-    """The finding at each distinct line of its calls: every rank's line shows it."""
+    """The finding at each distinct line of its calls (and of the ranks blocked in torch):
+    every rank's line shows it."""
     lines = list(
         dict.fromkeys(
             (c.file, c.line)
             for c in finding.calls
-            if c.op and c.file is not None and c.line is not None
+            if (c.op or c.state == "blocked") and c.file is not None and c.line is not None
         )
     )
     if not lines:

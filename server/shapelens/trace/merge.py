@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from shapelens.trace.collectives import check_collectives, rank_end, short_error
+from shapelens.trace.collectives import Verdict, check_collectives, rank_end, short_error
 from shapelens.trace.model import (
     CauseStep,
     ExceptionInfo,
@@ -58,7 +58,11 @@ def merge_traces(
     if exception is not None and failed and failed[0] in verdict.explained_ranks:
         exception = _as_consequence(exception, failed[0], verdict.findings[0])
     rank_exceptions = [f for f in rank_exceptions if f.rank not in verdict.explained_ranks]
-    own = [f for f in _rank_findings(ranks, order) if not _about_a_collective(f, facts)]
+    own = [
+        f
+        for f in _rank_findings(ranks, order)
+        if not _about_a_collective(f, facts) and not _consequence(f, ranks, verdict)
+    ]
     return Trace(
         argv=first.argv,
         python=first.python,
@@ -87,8 +91,22 @@ def _as_consequence(exception: ExceptionInfo, rank: int, cause: Finding) -> Exce
     short = short_error(f"{exception.type}: {exception.message.removeprefix(f'[rank {rank}] ')}")
     message = short.removeprefix(f"{exception.type}: ")
     where = f"{os.path.basename(cause.file)}:{cause.line}"
-    kind = cause.kind.replace("_", " ")
-    return replace(exception, message=f"[rank {rank}] {message} (after the {kind} at {where})")
+    after = (
+        f"rank {cause.rank} died"
+        if cause.kind == "rank_exception"
+        else "the " + (cause.kind.replace("_", " "))
+    )
+    return replace(exception, message=f"[rank {rank}] {message} (after {after} at {where})")
+
+
+def _consequence(finding: Finding, ranks: dict[int, Trace], verdict: Verdict) -> bool:
+    """A rank's error where it raised as a consequence a collective finding tells (its
+    dropped connection inside DDP's backward)."""
+    rank = finding.rank
+    if finding.severity != "error" or rank not in verdict.explained_ranks or rank is None:
+        return False
+    exc = ranks[rank].exception
+    return exc is not None and (exc.file, exc.line) == (finding.file, finding.line)
 
 
 def _about_a_collective(finding: Finding, facts: dict[int, RankFacts]) -> bool:

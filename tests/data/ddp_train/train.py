@@ -72,8 +72,7 @@ def main() -> None:
             losses.append(loss.detach())
             if rank == args.stall_rank and epoch == 1:
                 print(f"stalling {os.getpid()}", flush=True)
-                while True:
-                    time.sleep(0.05)  # a slow step: waits to be killed
+                time.sleep(600)  # a slow step (the OOM killer ends it)
         per_sample = torch.cat(losses)
         dist.all_reduce(per_sample)  # every rank's per-sample losses, summed
         loss_sum = per_sample.sum().reshape(1)
