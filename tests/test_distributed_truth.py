@@ -98,7 +98,7 @@ def test_an_uneven_metric_all_reduce_names_each_rank_and_the_split(tmp_path: Pat
     assert run.trace["exception"]["message"].endswith(
         f"(after the collective mismatch at train.py:{call_line})"
     )
-    assert f"per_sample (16,) r0 | (16,) r1 | (15,) r2" in run.stderr
+    assert "per_sample (16,) r0 | (16,) r1 | (15,) r2" in run.stderr
 
 
 def test_collectives_in_a_different_order_are_named_on_both_lines(tmp_path: Path) -> None:

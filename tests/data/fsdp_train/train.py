@@ -1,7 +1,6 @@
 """FSDP2 (fully_shard) training of a small MLP under torchrun (gloo, CPU)."""
 
 import argparse
-import os
 
 import torch
 import torch.distributed as dist
@@ -55,6 +54,8 @@ def main() -> None:
         fully_shard(block)
     fully_shard(model)
     weight = model.blocks[0].up.weight
+    if rank == 0:
+        print(f"blocks.0.up.weight {tuple(weight.shape)} placed {weight.placements}", flush=True)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     step = 0
     while step < args.steps:
