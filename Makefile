@@ -137,7 +137,7 @@ pytest-monitoring: other-venvs
 	$$venv/bin/python -m pytest $(PYTEST_ARGS) -k "not ($(COMPAT_REPEATS))"
 
 # The compatibility stage runs these on 3.12 again (with torch 2.14): not twice.
-COMPAT_REPEATS := clean_corpus_raises_no_alarm_shapes_only or billion_parameter_gpt
+COMPAT_REPEATS := clean_corpus_raises_no_alarm_shapes_only or billion_parameter_gpt or test_distributed_truth
 
 pytest-backend-subset: other-venvs
 	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then echo "== SKIP_OTHER_PYTHONS set: 3.13 not tested"; exit 0; fi; \

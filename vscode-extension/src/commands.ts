@@ -84,6 +84,7 @@ async function showDiagnosticsReport(deps: CommandDeps): Promise<void> {
 interface RunOptions {
   fn?: string;
   nprocPerNode?: number;
+  collectiveTimeout?: number;
   args?: string[];
   cwd?: string;
   env?: Record<string, string>;
@@ -119,6 +120,7 @@ function runOptions(launch: LaunchRun): RunOptions {
     env: launch.env,
     module: launch.module,
     nprocPerNode: launch.nprocPerNode,
+    collectiveTimeout: launch.collectiveTimeout,
   };
 }
 
@@ -206,6 +208,7 @@ async function run(deps: CommandDeps, uri?: vscode.Uri, options: RunOptions = {}
             ...(options.module ? { module: options.module } : {}),
             progress: false, // this notification is the progress UI
             ...(nprocPerNode ? { nprocPerNode } : {}),
+            ...(nprocPerNode && options.collectiveTimeout ? { collectiveTimeout: options.collectiveTimeout } : {}),
             ...(options.fake ? { fake: true } : {}),
           })) as RunSummary;
         } finally {

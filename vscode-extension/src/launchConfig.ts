@@ -9,6 +9,7 @@ export interface LaunchRun {
   cwd?: string;
   env: Record<string, string>; // env, with envFile's variables under it
   nprocPerNode?: number;
+  collectiveTimeout?: number; // seconds every rank may wait in a collective before the run is hung
 }
 
 export const RUNNABLE_TYPES = new Set(["shapelens", "debugpy", "python"]);
@@ -66,7 +67,7 @@ export function launchRun(
   envFileText?: string,
   baseEnv: Record<string, string | undefined> = {},
 ): { run?: LaunchRun; problem?: string } {
-  const { program, module, cwd, nprocPerNode } = config;
+  const { program, module, cwd, nprocPerNode, collectiveTimeout } = config;
   if (program !== undefined && typeof program !== "string") {
     return { problem: "program must be a path" };
   }
@@ -101,6 +102,9 @@ export function launchRun(
   if (nprocPerNode !== undefined && !(Number.isInteger(nprocPerNode) && (nprocPerNode as number) >= 1)) {
     return { problem: "nprocPerNode must be a whole number, at least 1" };
   }
+  if (collectiveTimeout !== undefined && !(typeof collectiveTimeout === "number" && collectiveTimeout > 0)) {
+    return { problem: "collectiveTimeout must be a number of seconds, above 0" };
+  }
   return {
     run: {
       ...(program ? { program: program as string } : { module: (module as string).trim() }),
@@ -108,6 +112,7 @@ export function launchRun(
       ...(cwd ? { cwd } : {}),
       env,
       ...(nprocPerNode ? { nprocPerNode: nprocPerNode as number } : {}),
+      ...(collectiveTimeout !== undefined ? { collectiveTimeout: collectiveTimeout as number } : {}),
     },
   };
 }

@@ -33,6 +33,7 @@ describe("launchRun", () => {
       cwd: "/ws",
       env: { OMP_NUM_THREADS: 1, UNSET_ME: null },
       nprocPerNode: 2,
+      collectiveTimeout: 120,
     };
     expect(launchRun(config, "UNSET_ME=1\nSEED=3\nOMP_NUM_THREADS=8")).toEqual({
       run: {
@@ -41,6 +42,7 @@ describe("launchRun", () => {
         cwd: "/ws",
         env: { SEED: "3", OMP_NUM_THREADS: "1" },
         nprocPerNode: 2,
+        collectiveTimeout: 120,
       },
     });
   });
@@ -57,6 +59,9 @@ describe("launchRun", () => {
     expect(launchRun({ program: "a.py", args: [1] }).problem).toBe("args must be a list of strings");
     expect(launchRun({ program: "a.py", env: { A: { b: 1 } } }).problem).toBe("env.A must be a string");
     expect(launchRun({ program: "a.py", nprocPerNode: 0 }).problem).toBe("nprocPerNode must be a whole number, at least 1");
+    expect(launchRun({ program: "a.py", collectiveTimeout: "60" }).problem).toBe(
+      "collectiveTimeout must be a number of seconds, above 0",
+    );
   });
 });
 
