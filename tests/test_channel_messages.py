@@ -57,7 +57,7 @@ def test_a_record_is_an_array_in_its_fields_order() -> None:
     assert VarRecord._fields == (
         "file", "line", "name", "type", "shape", "dtype", "device", "requires_grad", "hits",
         "shapes", "grad_fn", "dim_ranges", "number", "history", "shape_hits", "grad_varied",
-        "bounded_dims",
+        "bounded_dims", "sharding",
     )  # fmt: skip
     assert LineRecord._fields == ("file", "line", "hits")
     assert SampledRecord._fields == ("file", "line")
@@ -66,13 +66,14 @@ def test_a_record_is_an_array_in_its_fields_order() -> None:
 def test_an_older_or_newer_childs_var_is_read_by_name() -> None:
     """A child of an older ShapeLens sent 11 fields; a newer one may send more than we know."""
     older = ["a.py", 3, "x", "Tensor", [2, 3], "float32", "cpu", False, 4, [[2, 3]], None]
-    newer = [*older, None, None, None, None, True, [0], "a field of tomorrow"]
+    newer = [*older, None, None, None, None, True, [0], ["Shard(0)", [1, 3]], "a field of tomorrow"]
     builder = TraceBuilder(argv=["a.py"])
     builder.accept({"t": "vars", "entries": [older, [*newer[:2], "y", *newer[3:]]]})
     (line,) = builder.build(duration_s=0.1, returncode=0, outcome=None).lines
     x, y = line.vars
     assert (x.name, x.hits, x.dim_ranges, x.grad_varied) == ("x", 4, None, False)
     assert (y.name, y.shape, y.grad_varied, y.bounded_dims) == ("y", (2, 3), True, (0,))
+    assert (y.placements, y.local_shape, x.placements) == ("Shard(0)", (1, 3), None)
 
 
 def test_what_the_child_sends_the_builder_reads() -> None:

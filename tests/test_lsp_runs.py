@@ -220,7 +220,7 @@ BAD_ARGUMENTS = [
     ({"fake": "yes"}, "fake must be true or false, not 'yes'"),
     ({"args": "--epochs 1"}, "args must be a list of strings"),
     ({"env": {"A": 1}}, "env must be an object mapping names to strings"),
-    ({"nproc": 2}, "unknown argument nproc (known: args, clientAttaches, cwd, debug"),
+    ({"nproc": 2}, "unknown argument nproc (known: args, clientAttaches, collectiveTimeout, cwd"),
     ({"uri": None}, "uri must be a non-empty string or null, not None"),
 ]
 

@@ -37,7 +37,7 @@ RUN_FLAGS = {
     "--compile", "--log", "--debug", "--hints", "--modules", "--coverage", "--color",
     "--no-color", "--no-findings", "--nonfinite-max-elements", "--nonfinite-on-gpu",
     "--scalars-on-gpu", "--fake", "--dim-names", "--gpu-memory", "--gpu", "--memory",
-    "--stop-at-values",
+    "--stop-at-values", "--collective-timeout",
 }  # fmt: skip
 
 # The settings a client sends (what the extension's serverSettings writes), and a valid

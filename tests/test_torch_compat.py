@@ -20,6 +20,7 @@ COMPAT = PACKAGE_ROOT / "engine" / "torch_support" / "torch_compat.py"
 PRIVATE = re.compile(r"^_[A-Za-z0-9]\w*$")
 NOT_TORCH = {
     "_getframe": "sys._getframe",
+    "_current_frames": "sys._current_frames (a rank's main thread, read by its flusher)",
     "_exit": "os._exit",
     "_fields": "a namedtuple's fields",
     "_bootstrap": "importlib._bootstrap",

@@ -141,21 +141,7 @@ def _launch(
         os.mkfifo(fifo, 0o600)
         controls.append(os.open(fifo, os.O_RDWR | os.O_NONBLOCK))  # a writer that never blocks
     started = time.monotonic()
-    pipe = subprocess.PIPE if request.capture_output else None
-    try:
-        process = subprocess.Popen(
-            command,
-            cwd=cwd,
-            env=request.env,
-            start_new_session=True,
-            stdin=subprocess.DEVNULL if request.stdin == "empty" else None,
-            stdout=pipe,
-            stderr=pipe,
-        )
-    except OSError as err:
-        for fd in controls:
-            os.close(fd)
-        raise UsageError(f"cannot start the interpreter {command[0]}: {err.strerror}") from err
+    process = _start_torchrun(request, command, cwd, controls)
     pumps = pump_output(process, on_output) if request.capture_output else []
     timeout = request.options.run.timeout_s
     deadline = None if timeout is None else started + timeout
@@ -171,14 +157,7 @@ def _launch(
                 interrupted = True
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGINT)
-            if cancel is not None and cancel.is_set():
-                stopped = "cancelled"
-            elif deadline is not None and time.monotonic() >= deadline:
-                stopped = "timeout"
-            elif collective_timeout_s is not None and _hung(
-                private, nproc_per_node, collective_timeout_s
-            ):
-                stopped = "hang"
+            stopped = _to_stop(cancel, deadline, private, nproc_per_node, collective_timeout_s)
             if stopped is not None:
                 _stop(process, controls, private)
                 break
@@ -201,12 +180,7 @@ def _launch(
         trace = merge_traces(
             ranks, exit_code=TIMEOUT_EXIT_CODE, ended_at=ended, facts=facts, stopped=True
         )
-        reason = {
-            "cancelled": "cancelled",
-            "timeout": "stopped by the time limit",
-            "hang": f"stopped: every rank waited {collective_timeout_s:g} s in a collective or "
-            "had ended (--collective-timeout)",
-        }[stopped]
+        reason = _stop_reason(stopped, collective_timeout_s)
         trace = replace(trace, status="timeout", detail=f"{reason} ({trace.detail})")
     else:
         # After Ctrl-C, torchrun's own status says nothing: the ranks' (130) is the run's.
@@ -215,6 +189,54 @@ def _launch(
             stopped=interrupted,
         )  # fmt: skip
     return RunResult(trace=replace(trace, argv=(target, *request.args)))
+
+
+def _start_torchrun(
+    request: RunRequest, command: list[str], cwd: str, controls: list[int]
+) -> subprocess.Popen[bytes]:
+    """torchrun in its own session (its workers get a Ctrl-C through it)."""
+    pipe = subprocess.PIPE if request.capture_output else None
+    try:
+        return subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=request.env,
+            start_new_session=True,
+            stdin=subprocess.DEVNULL if request.stdin == "empty" else None,
+            stdout=pipe,
+            stderr=pipe,
+        )
+    except OSError as err:
+        for fd in controls:
+            os.close(fd)
+        raise UsageError(f"cannot start the interpreter {command[0]}: {err.strerror}") from err
+
+
+def _to_stop(
+    cancel: threading.Event | None,
+    deadline: float | None,
+    private: str,
+    nproc_per_node: int,
+    collective_timeout_s: float | None,
+) -> str | None:
+    """Whether to stop the ranks now, and why: ``cancelled``, ``timeout`` or ``hang``."""
+    if cancel is not None and cancel.is_set():
+        return "cancelled"
+    if deadline is not None and time.monotonic() >= deadline:
+        return "timeout"
+    if collective_timeout_s is not None and _hung(private, nproc_per_node, collective_timeout_s):
+        return "hang"
+    return None
+
+
+def _stop_reason(stopped: str, collective_timeout_s: float | None) -> str:
+    """Why the launcher stopped the ranks, in words (the run's ``detail``)."""
+    if stopped == "hang":
+        return (
+            f"stopped: every rank waited {collective_timeout_s:g} s in a collective or had "
+            "ended (--collective-timeout)"
+        )
+    return "cancelled" if stopped == "cancelled" else "stopped by the time limit"
 
 
 def _hung(private: str, nproc_per_node: int, timeout_s: float) -> bool:

@@ -25,6 +25,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType, ModuleType
 from typing import Any
 
+from shapelens.engine.torch_support import torch_compat
 from shapelens.trace import messages
 from shapelens.trace.messages import CollectiveRecord
 
@@ -43,14 +44,15 @@ AGREEING: dict[str, tuple[str, ...]] = {
     "reduce": ("tensor",),
     "all_gather": ("tensor", "tensor_list"),
     "all_gather_into_tensor": ("output_tensor", "input_tensor"),
-    "_all_gather_base": ("output_tensor", "input_tensor"),
+    "all_gather_single": ("output_tensor", "input_tensor"),  # 2.13 and newer
     "all_gather_coalesced": ("input_tensor_list",),
     "reduce_scatter": ("output", "input_list"),
     "reduce_scatter_tensor": ("output", "input"),
-    "_reduce_scatter_base": ("output", "input"),
+    "reduce_scatter_single": ("output", "input"),  # 2.13 and newer
     "all_to_all_single": ("output", "input"),
     "all_to_all": (),  # each rank's pieces may differ in size by design
     "gather": ("tensor",),
+    "gather_single": ("tensor",),  # 2.14
     "scatter": ("tensor",),
     "barrier": (),
     "monitored_barrier": (),
@@ -58,18 +60,23 @@ AGREEING: dict[str, tuple[str, ...]] = {
     "broadcast_object_list": (),
     "gather_object": (),
     "scatter_object_list": (),
+    "send_object_list": (),
+    "recv_object_list": (),
     "send": ("tensor",),
     "recv": ("tensor",),
     "isend": ("tensor",),
     "irecv": ("tensor",),
+    **torch_compat.LEGACY_COLLECTIVES,
 }
 """Each collective, and its arguments whose shapes and dtypes every rank must pass alike."""
-ROOTED = {"broadcast": "src", "reduce": "dst", "gather": "dst", "scatter": "src"}
+ROOTED = {
+    "broadcast": "src", "reduce": "dst", "gather": "dst", "gather_single": "dst", "scatter": "src",
+}  # fmt: skip
 """Collectives whose root must agree too (``broadcast(src=0)``)."""
 SPLIT_SIZES = ("output_split_sizes", "input_split_sizes")
 """``all_to_all_single`` with these: each rank's sizes may differ by design."""
-_SENDS = {"send": "dst", "isend": "dst"}
-_RECEIVES = {"recv": "src", "irecv": "src"}
+_SENDS = {"send": "dst", "isend": "dst", "send_object_list": "dst"}
+_RECEIVES = {"recv": "src", "irecv": "src", "recv_object_list": "src"}
 
 UserStack = Callable[[FrameType | None], list[list[Any]]]
 """The user-code frames from a frame outwards: [file, line, function], innermost first."""

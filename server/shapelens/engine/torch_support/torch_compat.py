@@ -374,6 +374,15 @@ def onednn_rnn_layer(torch: Any) -> Any:
     return getattr(packet, "default", None)
 
 
+# -- collectives (torch.distributed) --------------------------------------------------------
+LEGACY_COLLECTIVES = {
+    "_all_gather_base": ("output_tensor", "input_tensor"),
+    "_reduce_scatter_base": ("output", "input"),
+}
+"""Collectives under their old private names (2.4 and newer keep them, deprecated), with the
+arguments every rank must pass alike."""
+
+
 # -- sharded tensors (DTensor: torch.distributed.tensor since 2.5, ._tensor in 2.4) --------
 DTENSOR_MODULES = ("torch.distributed.tensor", "torch.distributed._tensor")
 """Where ``DTensor`` is defined (``torch.distributed.tensor._api`` since 2.5,
