@@ -136,8 +136,10 @@ pytest-monitoring: other-venvs
 	echo "== tests under $$($$venv/bin/python --version): the whole suite"; \
 	$$venv/bin/python -m pytest $(PYTEST_ARGS) -k "not ($(COMPAT_REPEATS))"
 
-# The compatibility stage runs these on 3.12 again (with torch 2.14): not twice.
-COMPAT_REPEATS := clean_corpus_raises_no_alarm_shapes_only or billion_parameter_gpt or test_distributed_truth
+# The compatibility stage runs these on 3.12 again (with torch 2.14): not twice. torchrun's
+# launcher and the merge of ranks (test_distributed) are the same on every Python; ranks
+# traced by sys.monitoring run there (test_distributed_truth).
+COMPAT_REPEATS := clean_corpus_raises_no_alarm_shapes_only or billion_parameter_gpt or test_distributed_truth or test_distributed
 
 pytest-backend-subset: other-venvs
 	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then echo "== SKIP_OTHER_PYTHONS set: 3.13 not tested"; exit 0; fi; \

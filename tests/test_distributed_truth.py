@@ -259,7 +259,7 @@ def test_fsdp2_parameters_show_their_global_shape_and_shards(tmp_path: Path) -> 
     assert run.returncode == 0 and run.trace is not None, run.stderr
     _valid(run.trace)
     assert run.trace["findings"] == []
-    assert "step 3 loss" in run.stdout and (project / "checkpoint.pt").exists()
+    assert "step 3 loss" in run.stdout and list(project.glob("fsdp-*-checkpoint.pt"))
     weight = run.var(train, line_of(train, "weight = "), "weight")
     assert (weight["shape"], weight["placements"]) == ([128, 32], "Shard(0)")
     assert [(r["rank"], r["shape"], r["local_shape"]) for r in weight["ranks"]] == [
@@ -275,6 +275,52 @@ def test_fsdp2_parameters_show_their_global_shape_and_shards(tmp_path: Path) -> 
         (2 * 32 + 2) * 4,
     )
     assert "head [r1]" in run.stderr and "165 (264 B/rank)" in run.stderr
+
+
+def test_a_shape_only_fsdp2_run_keeps_each_ranks_memory_and_finds_a_mismatch(
+    tmp_path: Path,
+) -> None:
+    if not _fsdp2_on_cpu():
+        pytest.skip("this torch's FSDP2 needs CUDA")
+    project = _project(tmp_path, "fsdp_train")
+    train = project / "train.py"
+    run = run_cli(
+        "--nproc-per-node", "2", *RUN_LIMIT, "--fake", "--modules", "train.py", "--eval",
+        "manual", cwd=project, timeout=150,
+    )  # fmt: skip
+    # fake tensors carry no data: the uneven all_reduce is not sent, so nothing aborts, and
+    # the ranks' calls are compared all the same
+    assert run.returncode == 0 and run.trace is not None, run.stderr
+    _valid(run.trace)
+    assert (run.trace["status"], run.trace["shape_only"]["simulated_cuda"]) == ("ok", True)
+    [mismatch] = run.findings("collective_mismatch")
+    assert mismatch["line"] == line_of(train, "dist.all_reduce(per_sample)")
+    assert [c["tensors"][0]["shape"] for c in mismatch["calls"]] == [[21], [20]]
+    assert mismatch["chain"][0]["line"] == line_of(train, "indices = torch.arange")
+    # each rank's memory is its own: AdamW keeps two moments of the rank's shards (and a
+    # 4-byte step per parameter), which differ by the head's uneven rows
+    peaks = {d["rank"]: d for d in run.trace["memory"]["devices"]}
+    roots = {m["rank"]: m for m in run.trace["modules"] if m["path"] == ""}
+    assert sorted(peaks) == [0, 1] and roots[0]["shard_bytes"] != roots[1]["shard_bytes"]
+    parameters = 16
+    for rank in (0, 1):
+        breakdown = peaks[rank]["breakdown"]
+        assert breakdown["optimizer state"] == 2 * roots[rank]["shard_bytes"] + 4 * parameters
+        # at the peak a block's parameters are gathered whole, beside every rank's shards
+        assert breakdown["parameters"] > roots[rank]["shard_bytes"]
+    assert "memory: peak" in run.stderr and "of rank 1" in run.stderr
+
+
+def test_a_shape_only_ddp_run_stops_at_ddp_and_says_what_to_do(tmp_path: Path) -> None:
+    project = _project(tmp_path, "ddp_train")
+    run = run_cli(
+        "--nproc-per-node", "2", *RUN_LIMIT, "--fake", "train.py", cwd=project, timeout=150
+    )
+    assert run.returncode == 0 and run.trace is not None, run.stderr
+    assert run.trace["status"] == "shape_only_stop"
+    assert run.trace["exception"]["line"] == line_of(project / "train.py", "model = Distributed")
+    assert "run --fake without --nproc-per-node" in run.trace["exception"]["message"]
+    assert run.trace["findings"] == []
 
 
 # -- in the editor --------------------------------------------------------------------------

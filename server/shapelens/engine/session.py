@@ -46,6 +46,7 @@ from shapelens.engine.recording.statement_recorder import StatementRecorder
 from shapelens.engine.source.source_map import SourceMaps
 from shapelens.engine.torch_support.after_import import when_imported
 from shapelens.engine.torch_support.shape_only import ShapeOnly
+from shapelens.engine.torch_support.shape_only_ranks import ShapeOnlyRanks
 from shapelens.engine.torch_support.torch_compile import CompileControl
 from shapelens.settings.gpu_budget import budget_bytes
 from shapelens.settings.options import RunOptions
@@ -172,6 +173,9 @@ class Engine:
         end after it)."""
         log = CollectiveLog(self.stacks.from_frame, self.stacks.is_user_frame, flush, send)
         self.collectives = log
+        if self.options.tracing.fake:  # fake tensors carry no data: the ranks exchange none
+            ranks = self.shape_only.ranks = ShapeOnlyRanks()
+            log.run_call = ranks.call
         when_imported("torch.distributed", log.install)
         return log
 

@@ -16,7 +16,9 @@ def memory_summary(report: MemoryReport, cwd: str) -> list[str]:
     (activations 4.1 MiB, ...); 51% of the 24.0 GiB budget``."""
     lines = [
         _peak_line(peak, report.budget_bytes, cwd)
-        for peak in sorted(report.devices, key=lambda p: (p.device.startswith("cpu"), p.device))
+        for peak in sorted(
+            report.devices, key=lambda p: (p.device.startswith("cpu"), p.device, p.rank or 0)
+        )
         if peak.peak_bytes
     ]
     if report.flops:
@@ -26,7 +28,8 @@ def memory_summary(report: MemoryReport, cwd: str) -> list[str]:
 
 def _peak_line(peak: DevicePeak, budget: int | None, cwd: str) -> str:
     where = f" at {_place(peak.file, peak.line, cwd)}" if peak.file else ""
-    text = f"memory: peak {format_bytes(peak.peak_bytes)} on {peak.device}{where}"
+    device = peak.device if peak.rank is None else f"{peak.device} of rank {peak.rank}"
+    text = f"memory: peak {format_bytes(peak.peak_bytes)} on {device}{where}"
     if peak.module is not None and peak.phase is not None:
         name = f"{peak.module} ({peak.module_class})" if peak.module else peak.module_class
         text += f", in the {peak.phase} of {name}"

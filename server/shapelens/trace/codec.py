@@ -180,6 +180,7 @@ def _memory_to_json(memory: MemoryReport) -> dict[str, Any]:
                     if d.module is not None
                     else {}
                 ),
+                **({"rank": d.rank} if d.rank is not None else {}),
             }
             for d in memory.devices
         ],
@@ -218,6 +219,7 @@ def memory_from_json(data: Any) -> MemoryReport | None:
                 module=d.get("module"),
                 module_class=d.get("module_class"),
                 phase=d.get("phase"),
+                rank=None if d.get("rank") is None else int(d["rank"]),
             )
             for d in data["devices"]
         ),

@@ -239,7 +239,7 @@ def _mismatch(
         calls.append(_where_it_ended(rank, traces[rank], facts[rank], state="ended"))
     calls.sort(key=lambda c: (c.rank, c.seq or 0))
     lead = calls[0]
-    chain = _origin(disagreement, divergences, facts, verdict)
+    chain = _origin(disagreement, divergences, traces, facts, verdict)
     chain += _consequences(disagreement, traces, facts, verdict)
     return Finding(
         kind="collective_mismatch",
@@ -256,6 +256,7 @@ def _mismatch(
 def _origin(
     disagreement: _Disagreement,
     divergences: list[Finding],
+    traces: dict[int, Trace],
     facts: dict[int, RankFacts],
     verdict: Verdict,
 ) -> list[CauseStep]:
@@ -272,9 +273,14 @@ def _origin(
     lowest = min(c.rank for c in disagreement.calls)
     order = facts[lowest].first_bound if lowest in facts else {}
 
-    def bound(index: int) -> tuple[int, str, int]:
+    def bound(index: int) -> tuple[bool, int, str, int]:
+        """A value that always had its size on each rank (an uneven split) made the
+        difference; one whose size changed (a forward's input) took it on later."""
         d = divergences[index]
-        return (order.get((d.file, d.line), len(order)), d.file, d.line)
+        changed = any(
+            _size_changed(traces.get(o.rank), d, o.name) for o in d.operands if o.rank is not None
+        )
+        return (changed, order.get((d.file, d.line), len(order)), d.file, d.line)
 
     steps = []
     for index in sorted(matching, key=bound):
@@ -293,6 +299,16 @@ def _origin(
             )
         )
     return steps
+
+
+def _size_changed(trace: Trace | None, divergence: Finding, name: str) -> bool:
+    """Whether ``name`` on the divergence's line took several shapes on that rank."""
+    if trace is None:
+        return False
+    for line in trace.lines:
+        if (line.file, line.line) == (divergence.file, divergence.line):
+            return any(v.name == name and len(v.shapes) > 1 for v in line.vars)
+    return False
 
 
 def _numel(tensors: Iterable[object]) -> int | None:

@@ -11,9 +11,13 @@ from shapelens.trace.model import (
     ExceptionInfo,
     Facts,
     Finding,
+    LineCost,
+    MemoryReport,
     Operand,
     RankValue,
     RunStatus,
+    ShapeOnlyRun,
+    SimulatedLine,
     Trace,
     TracedLine,
     TracedVar,
@@ -82,6 +86,48 @@ def merge_traces(
         ranks=tuple(rank_end(r, ranks[r], facts[r]) for r in order if r in facts)
         if len(ranks) > 1
         else (),
+        shape_only=_shape_only(ranks, order),
+        memory=_memory(ranks, order),
+    )
+
+
+def _shape_only(ranks: dict[int, Trace], order: list[int]) -> ShapeOnlyRun | None:
+    """A shape-only run's facts: the ranks' stand-ins, per line the most any rank made."""
+    runs = [run for r in order if (run := ranks[r].shape_only) is not None]
+    if not runs:
+        return None
+    most: dict[tuple[str, int], SimulatedLine] = {}
+    for run in runs:
+        for line in run.simulated:
+            known = most.get((line.file, line.line))
+            if known is None or line.values + line.decisions > known.values + known.decisions:
+                most[(line.file, line.line)] = line
+    return ShapeOnlyRun(runs[0].simulated_cuda, tuple(most[key] for key in sorted(most)))
+
+
+def _memory(ranks: dict[int, Trace], order: list[int]) -> MemoryReport | None:
+    """The ranks' memory: each rank's device peaks (its own: its shards, what it gathered),
+    per line and the run's FLOPs the most any rank had."""
+    reports = [(r, report) for r in order if (report := ranks[r].memory) is not None]
+    if not reports:
+        return None
+    several = len(ranks) > 1
+    lines: dict[tuple[str, int, str], LineCost] = {}
+    for _, report in reports:
+        for cost in report.lines:
+            key = (cost.file, cost.line, cost.device)
+            known = lines.get(key)
+            if known is None or cost.peak_bytes > known.peak_bytes:
+                lines[key] = cost
+    return MemoryReport(
+        flops=max(report.flops for _, report in reports),
+        budget_bytes=reports[0][1].budget_bytes,
+        devices=tuple(
+            replace(peak, rank=rank) if several else peak
+            for rank, report in reports
+            for peak in report.devices
+        ),
+        lines=tuple(lines[key] for key in sorted(lines)),
     )
 
 
@@ -267,7 +313,8 @@ def _exceptions(
         assert exc is not None
         if exception is None:
             exception = replace(exc, message=f"[rank {rank}] {exc.message}")
-        if len(ranks) > 1 and exc.file is not None and exc.line is not None:
+        stopped_shape_only = ranks[rank].status == "shape_only_stop"  # not the program's error
+        if len(ranks) > 1 and exc.file and exc.line is not None and not stopped_shape_only:
             first_line = exc.message.strip().splitlines()[0] if exc.message.strip() else ""
             findings.append(
                 Finding(

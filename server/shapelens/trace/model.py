@@ -264,6 +264,8 @@ class DevicePeak:
     module_class: str | None = None
     phase: str | None = None
     """``forward`` or ``backward`` (of ``module``)."""
+    rank: int | None = None
+    """A distributed shape-only run: the rank whose device this is (each holds its own)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,6 +1,7 @@
 """FSDP2 (fully_shard) training of a small MLP under torchrun (gloo, CPU)."""
 
 import argparse
+import os
 
 import torch
 import torch.distributed as dist
@@ -42,9 +43,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--out", default="checkpoint.pt")
+    parser.add_argument("--eval", choices=["sampler", "manual"], default="sampler")
     args = parser.parse_args()
     dist.init_process_group("gloo")
     rank = dist.get_rank()
+    run_name = [f"fsdp-{os.getpid()}"] if rank == 0 else [None]
+    dist.broadcast_object_list(run_name, src=0)  # every rank names its files alike
+    assert run_name[0] is not None
     torch.manual_seed(0)
     dataset = TensorDataset(torch.randn(40, 12), torch.randint(0, 5, (40,)))
     sampler = DistributedSampler(dataset, shuffle=True, seed=0)
@@ -70,9 +75,20 @@ def main() -> None:
             step += 1
             if step == args.steps:
                 break
+    held_out = TensorDataset(torch.randn(41, 12), torch.randint(0, 5, (41,)))
+    if args.eval == "manual":  # uneven when not divisible
+        indices = torch.arange(len(held_out)).tensor_split(dist.get_world_size())[rank]
+    else:  # pads the last shard: every rank gets as many
+        indices = torch.tensor(list(DistributedSampler(held_out, shuffle=False)))
+    with torch.no_grad():
+        inputs, labels = held_out.tensors[0][indices], held_out.tensors[1][indices]
+        per_sample = F.cross_entropy(model(inputs), labels, reduction="none")
+    dist.all_reduce(per_sample)
+    if rank == 0:
+        print(f"held-out loss {per_sample.mean().item() / dist.get_world_size():.4f}")
     full = {name: p.full_tensor() for name, p in model.state_dict().items()}
     if rank == 0:
-        torch.save(full, args.out)
+        torch.save(full, f"{run_name[0]}-{args.out}")
     dist.barrier()
     dist.destroy_process_group()
 

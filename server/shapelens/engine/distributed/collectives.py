@@ -134,6 +134,9 @@ class CollectiveLog:
         self._dist: ModuleType | None = None
         self._replaced: list[tuple[ModuleType, str, Any]] = []
         self._group_names: dict[int, tuple[Any, str]] = {}
+        self.run_call: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any] | None
+        self.run_call = None
+        """How a collective is carried out, where not as torch does (a shape-only run's)."""
         self._last_flush = 0.0
         self._seen_at: dict[tuple[str | None, int | None, str], list[list[Any]]] = {}
 
@@ -180,7 +183,8 @@ class CollectiveLog:
                 call = None
             log._inside = True
             try:
-                result = original(*args, **kwargs)
+                run = log.run_call
+                result = original(*args, **kwargs) if run is None else run(original, args, kwargs)
             except BaseException as err:
                 if call is not None:
                     log._end(call, "failed", err)

@@ -181,12 +181,13 @@ class MemoryWatch:
             if grad is not None:
                 key = self._key(grad)
                 grads.append(key)
-                self.ledger.gradient_of[id(parameter)] = (key, grad.untyped_storage().nbytes())
+                storage = torch_compat.local_shard(grad).untyped_storage()
+                self.ledger.gradient_of[id(parameter)] = (key, storage.nbytes())
         self.ledger.settle(grads, "gradients", began)
 
     @staticmethod
     def _key(tensor: Any) -> int:
-        return torch_compat.storage_key(tensor.untyped_storage())
+        return torch_compat.storage_key(torch_compat.local_shard(tensor).untyped_storage())
 
     def _watch_parameters(self, torch: Any) -> None:
         parameter = torch.nn.Parameter
@@ -302,7 +303,8 @@ class MemoryWatch:
         """(its device, the bytes of its storage when new here, else 0); ``nbytes``: what
         the device really allocates for it, where the fake kernel says otherwise."""
         device = values.device_name(tensor.device) or "cpu"
-        storage = tensor.untyped_storage()
+        # a DTensor's bytes are its own shard's (its ops run again on the shard, seen here too)
+        storage = torch_compat.local_shard(tensor).untyped_storage()
         key = torch_compat.storage_key(storage)
         if self.ledger.tracks(key):
             return device, 0

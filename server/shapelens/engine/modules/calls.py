@@ -81,9 +81,9 @@ class TensorSlot:
 
 class ModuleStats:
     __slots__ = (
-        "calls", "calls_before", "calls_from", "estimated", "inputs", "located", "module",
-        "outputs", "pace", "pace_calls", "pace_hits", "paced_from", "param_bytes", "params",
-        "quiet_from", "run", "run_calls", "shard_bytes", "spell", "tick", "woke_at",
+        "all_sharded", "calls", "calls_before", "calls_from", "estimated", "inputs", "located",
+        "module", "outputs", "pace", "pace_calls", "pace_hits", "paced_from", "param_bytes",
+        "params", "quiet_from", "run", "run_calls", "shard_bytes", "spell", "tick", "woke_at",
     )  # fmt: skip
 
     def __init__(self, module: Any) -> None:
@@ -117,6 +117,8 @@ class ModuleStats:
         self.params: tuple[int, int] | None = None
         self.param_bytes: int | None = None
         self.shard_bytes: int | None = None
+        self.all_sharded = False
+        """Every parameter was a shard when last counted (FSDP2 between its unshards)."""
         """Sharded parameters (FSDP2): the bytes of them this rank holds."""
         self.located: tuple[str, Any, Any] | None = None
         """(path, declared, forward), worked out once per path: the flusher thread would

@@ -60,17 +60,17 @@ def entry(
     """One module of the trace format's ``modules``, at ``path`` in ``layout``; ``cost_of``:
     a shape-only run's memory and FLOPs of its latest forward, by the module's ``id``."""
     module = stats.module
-    if stats.params is None or (stats.shard_bytes is None and torch_compat.sharding_loaded()):
-        # (FSDP2 swaps a module's shards for whole parameters during its forward: counted
-        # again until they are seen sharded)
-        total = trainable = 0
-        sharded = False
+    if stats.params is None or (not stats.all_sharded and torch_compat.sharding_in_use()):
+        # (FSDP2 swaps a module's shards for whole parameters while they are needed: counted
+        # again until every one is seen sharded)
+        total = trainable = sharded = 0
         for parameter in module.parameters():
             count = int(parameter.numel())  # a DTensor's: global, so counted once
             total += count
             trainable += count if parameter.requires_grad else 0
-            sharded = sharded or torch_compat.is_sharded_type(type(parameter))
+            sharded += torch_compat.is_sharded_type(type(parameter))
         stats.params = (total, trainable)
+        stats.all_sharded = sharded > 0 and sharded == len(list(module.parameters()))
         stats.shard_bytes = _shard_bytes(module) if sharded else None
     if stats.located is None or stats.located[0] != path:
         declared = _declared(stats, path, layout, sources, scope)

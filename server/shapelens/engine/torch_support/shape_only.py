@@ -39,6 +39,7 @@ from shapelens.engine.torch_support import data_dependent, simulated_values, tor
 from shapelens.engine.torch_support.after_import import when_imported
 from shapelens.engine.torch_support.device_rules import SAME_DEVICE, DeviceRules
 from shapelens.engine.torch_support.module_conversion import apply_by_replacing
+from shapelens.engine.torch_support.shape_only_ranks import CannotSimulate, ShapeOnlyRanks
 from shapelens.engine.torch_support.value_reads import NOT_SIMULATED, ValueReads, Where
 from shapelens.engine.torch_support.watched_warnings import shown_at_the_caller
 from shapelens.lazy_regex import LazyPattern
@@ -88,6 +89,9 @@ class ShapeOnly:
     ) -> None:
         self.simulated_cuda = False
         self.reads: ValueReads | None = None if stop_at_values else ValueReads(where, line_text)
+        self.ranks: ShapeOnlyRanks | None = None
+        """A rank of a distributed program: its collectives and device mesh (set before
+        torch is imported)."""
         self._undo: list[Callable[[], None]] = []
 
     def install(self, on_ready: Callable[[bool], None]) -> None:
@@ -112,6 +116,8 @@ class ShapeOnly:
             self._undo.append(self.reads.remove)
             self._undo.append(simulated_values.bounded.clear)
         self._patch(torch, "save", _skip_save)
+        if self.ranks is not None:
+            self.ranks.install(torch, self._patch, self.reads)
         self._patch(torch.nn.Module, torch_compat.MODULE_APPLY, apply_by_replacing)
         self._patch_data_loading(torch)
         if self.simulated_cuda:
@@ -233,7 +239,7 @@ def stop_reason(exc: BaseException, line_text: str | None) -> str | None:
     """Why a shape-only run stopped at ``exc``, when it is a value it could not know (else
     None: a real error of the program, reported as such)."""
     kind = type(exc).__name__
-    if isinstance(exc, SimulatedValueFailed):
+    if isinstance(exc, (SimulatedValueFailed, CannotSimulate)):
         return str(exc)
     if isinstance(exc, ShapeOnlyStop):
         what = "printing a tensor shows its values"

@@ -383,15 +383,27 @@ LEGACY_COLLECTIVES = {
 arguments every rank must pass alike."""
 
 
+DEVICE_MESH_MODULE = "torch.distributed.device_mesh"
+"""Where ``DeviceMesh`` is (2.2 and newer): built from the ranks' numbers, which a shape-only
+run keeps real."""
+
+
 # -- sharded tensors (DTensor: torch.distributed.tensor since 2.5, ._tensor in 2.4) --------
 DTENSOR_MODULES = ("torch.distributed.tensor", "torch.distributed._tensor")
 """Where ``DTensor`` is defined (``torch.distributed.tensor._api`` since 2.5,
 ``torch.distributed._tensor.api`` in 2.4)."""
 
 
-def sharding_loaded() -> bool:
-    """Whether DTensor is loaded at all (FSDP2 and tensor parallel import it)."""
-    return any(name in sys.modules for name in DTENSOR_MODULES)
+def sharding_in_use() -> bool:
+    """Whether parameters may be sharded now: DTensor is loaded (FSDP2 and tensor parallel
+    import it) and a process group is up."""
+    if not any(name in sys.modules for name in DTENSOR_MODULES):
+        return False
+    dist = sys.modules.get("torch.distributed")
+    try:
+        return dist is not None and bool(dist.is_initialized())
+    except Exception:
+        return False
 
 
 def is_sharded_type(tensor_type: type) -> bool:

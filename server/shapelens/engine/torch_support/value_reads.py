@@ -84,6 +84,12 @@ class ValueReads:
         ]
 
     # -- the stand-ins ------------------------------------------------------------------
+    def install_on_shards(self, sharded_type: type, patch: Callable[[Any, str, Any], None]) -> None:
+        """A sharded tensor's (DTensor's) value reads read its own fake shard (whose reads
+        have stand-ins): reading the whole would be a collective on fake data."""
+        for name in READ_METHODS:
+            patch(sharded_type, name, _on_the_shard(name))
+
     def install(self, torch: Any, fake_type: type, patch: Callable[[Any, str, Any], None]) -> None:
         """Replace ``fake_type``'s value reads (``patch(owner, name, replacement)`` puts each
         back later); decisions on simulated Python numbers are counted too."""
@@ -91,7 +97,7 @@ class ValueReads:
         self.nan_tests = nan_test_functions(torch)
         self._comparisons = (torch.allclose, torch.equal, torch.Tensor.allclose, torch.Tensor.equal)
         self._indexing = (torch.Tensor.__getitem__, torch.Tensor.__setitem__)
-        for name, replacement in (
+        for name, replacement in (  # READ_METHODS
             ("item", self._item),
             ("__bool__", self._as_bool),
             ("__float__", self._as_float),
@@ -276,3 +282,17 @@ def _filled(shape: tuple[int, ...], value: Any) -> Any:
     if not shape:
         return value
     return [_filled(shape[1:], value) for _ in range(shape[0])]
+
+
+READ_METHODS = (
+    "item", "__bool__", "__float__", "__int__", "__index__", "__format__", "tolist", "numpy",
+)  # fmt: skip
+"""A tensor's methods that read its values (each gets a stand-in on a fake tensor)."""
+
+
+def _on_the_shard(name: str) -> Callable[..., Any]:
+    def read_the_shard(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+        shard = torch_compat.local_shard(tensor)
+        return getattr(shard, name)(*args, **kwargs)
+
+    return read_the_shard
