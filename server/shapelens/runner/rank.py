@@ -27,6 +27,9 @@ if rank_pid:
     from shapelens.runner.warden import watch
 
     watch(rank_pid, stem, control_dir, local_rank)
+# The rank leads its own process group: torchrun signals the warden's group (killpg), and the
+# warden passes each signal on once, to the rank and the workers it forks.
+os.setpgid(0, 0)
 
 from shapelens.runner.child import ChildRun, RankHooks  # noqa: E402
 from shapelens.runner.contract import ChildConfig  # noqa: E402

@@ -4,8 +4,9 @@ A rank killed outright (SIGKILL by the OOM killer or a scheduler, SIGABRT from g
 when a collective's sizes disagree) can write nothing itself. Its warden sees how it ended
 (``waitpid``), writes that beside the rank's trace (``<stem>.exit``: ``signal SIGKILL`` or
 ``exit 1``), tells the launcher (``ended-<LOCAL_RANK>`` in its private folder), and ends the
-same way, so torchrun sees the rank's own status. Signals torchrun sends (SIGTERM when
-another rank failed, SIGINT on Ctrl-C) are passed on to the rank. Standard library only:
+same way, so torchrun sees the rank's own status. The rank leads its own process group:
+torchrun signals the warden's group (SIGTERM when another rank failed, SIGINT on Ctrl-C),
+and the warden passes each signal on once, to the rank's group. Standard library only:
 nothing of ShapeLens or torch is loaded before the fork.
 """
 
@@ -36,9 +37,14 @@ def watch(pid: int, stem: str, control_dir: str, local_rank: str) -> NoReturn:
     """Wait for the rank ``pid``; record how it ended; end the same way."""
 
     def forward(signum: int, _frame: object) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signum)
+        try:
+            os.killpg(pid, signum)  # the rank and the workers it forked, as torchrun would
+        except ProcessLookupError:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
 
+    with contextlib.suppress(OSError):  # the rank's own group (it makes it too: no race)
+        os.setpgid(pid, pid)
     for signum in FORWARDED:
         signal.signal(signum, forward)
     while True:

@@ -20,18 +20,22 @@ findings of its own.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from shapelens.trace.finding import CauseStep, Facts, Finding, RankCall
-from shapelens.trace.model import RankEnd, Trace
+from shapelens.trace.messages import INTERNAL_GROUP
+from shapelens.trace.model import Trace
+from shapelens.trace.rank_endings import (
+    STOPPED_BY_LAUNCHER,
+    rank_end,
+    short_error,
+    where_it_ended,
+)
 from shapelens.trace.rank_facts import RankFacts
 
 _INTERRUPTED = ("KeyboardInterrupt",)
 """A collective that raised these was waiting when the run was stopped (Ctrl-C)."""
-_STOPPED_BY_LAUNCHER = ("SIGTERM", "SIGINT", "SIGHUP")
-"""Signals torchrun sends a rank when another failed (or the run is stopped)."""
 
 
 @dataclass
@@ -91,7 +95,7 @@ def _death(
     last line, whose chain holds what its death did to the others (their dropped
     connections)."""
     signal = facts[rank].signal
-    if signal is None or signal in _STOPPED_BY_LAUNCHER:
+    if signal is None or signal in STOPPED_BY_LAUNCHER:
         return None
     end = rank_end(rank, traces[rank], facts[rank])
     if end.file is None or end.line is None:
@@ -136,7 +140,14 @@ def _members(group: str, ranks: Iterable[int]) -> list[int]:
 
 def _disagreements(traces: dict[int, Trace], facts: dict[int, RankFacts]) -> list[_Disagreement]:
     """The first disagreement of each group."""
-    groups = sorted({c.group for f in facts.values() for c in f.calls if c.group is not None})
+    groups = sorted(
+        {
+            c.group
+            for f in facts.values()
+            for c in f.calls
+            if c.group is not None and not c.group.endswith(INTERNAL_GROUP)
+        }
+    )
     found = []
     for group in groups:
         members = _members(group, traces)
@@ -236,7 +247,7 @@ def _mismatch(
         ]
     present = {c.rank for c in calls}
     for rank in sorted(r for r in _members(disagreement.group, traces) if r not in present):
-        calls.append(_where_it_ended(rank, traces[rank], facts[rank], state="ended"))
+        calls.append(where_it_ended(rank, traces[rank], facts[rank], state="ended"))
     calls.sort(key=lambda c: (c.rank, c.seq or 0))
     lead = calls[0]
     chain = _origin(disagreement, divergences, traces, facts, verdict)
@@ -369,7 +380,7 @@ def _consequences(
             end = call
             if call.note is not None:
                 note = f"{call.op} raised {short_error(call.note)}"
-            elif signal in _STOPPED_BY_LAUNCHER:
+            elif signal in STOPPED_BY_LAUNCHER:
                 note = f"stopped by torchrun ({signal}) in {call.op}, when another rank failed"
             elif signal is not None:
                 note = f"killed by {signal} in {call.op}"
@@ -380,10 +391,10 @@ def _consequences(
             # gradient all-reduce in backward)
             exc = trace.exception
             note = f"{short_error(f'{exc.type}: {exc.message}')} in {rank_facts.inside}"
-            end = _where_it_ended(rank, trace, rank_facts, state="ended")
-        elif signal in _STOPPED_BY_LAUNCHER:
+            end = where_it_ended(rank, trace, rank_facts, state="ended")
+        elif signal in STOPPED_BY_LAUNCHER:
             note = f"stopped by torchrun ({signal}) when another rank failed"
-            end = _where_it_ended(rank, trace, rank_facts, state="died")
+            end = where_it_ended(rank, trace, rank_facts, state="died")
         else:
             continue
         if end.file is None or end.line is None:
@@ -395,18 +406,6 @@ def _consequences(
             )
         )
     return steps
-
-
-def short_error(error: str) -> str:
-    """gloo's ``RuntimeError: [/…/pair.cc:537] Read error [127.0.0.1]:7074: Connection reset
-    by peer. This is typically caused by…`` as ``RuntimeError: Read error …: Connection
-    reset by peer``: its first sentence, without the C++ source location."""
-    kind, colon, message = error.partition(": ")
-    if not colon:
-        kind, message = "", error
-    message = re.sub(r"^\[[^\]]*\.(?:cc|cpp|h|hpp):\d+\]\s*", "", message.strip())
-    first = re.split(r"\.\s+(?=[A-Z])", message, maxsplit=1)[0].rstrip(".")
-    return f"{kind}: {first}" if kind else first
 
 
 def _at_each_line(finding: Finding) -> list[Finding]:
@@ -434,7 +433,7 @@ def _hang(
         if call is not None:
             calls.append(call)
         else:
-            calls.append(_where_it_ended(rank, traces[rank], facts.get(rank, RankFacts())))
+            calls.append(where_it_ended(rank, traces[rank], facts.get(rank, RankFacts())))
     lead = next(c for c in calls if c.state == "waiting")
     finding = Finding(
         kind="distributed_hang",
@@ -445,71 +444,3 @@ def _hang(
         calls=tuple(calls),
     )
     return _at_each_line(finding)
-
-
-def _where_it_ended(
-    rank: int, trace: Trace, facts: RankFacts, *, state: str | None = None
-) -> RankCall:
-    """A rank in no collective: the line it was running, or ended at, and how."""
-    end = rank_end(rank, trace, facts)
-    note = end.how
-    if state is None:
-        state = "running" if facts.stopped else "ended"
-        if facts.stopped and facts.inside is not None:
-            state, note = "blocked", _inside_text(facts.inside)
-        if facts.signal is not None and facts.signal not in _STOPPED_BY_LAUNCHER:
-            state = "died"
-    return RankCall(
-        rank=rank, op=None, file=end.file, line=end.line, state=state, note=note,
-        stack=facts.position,
-    )  # fmt: skip
-
-
-def _inside_text(inside: str) -> str:
-    """``backward (DDP all-reduces gradients there)``."""
-    if inside == "backward":
-        return "backward (DDP all-reduces gradients there)"
-    return f"torch.distributed's {inside}"
-
-
-# -- how each rank ended ------------------------------------------------------------------
-def rank_end(rank: int, trace: Trace, facts: RankFacts) -> RankEnd:
-    """How and where one rank ended."""
-    file, line = None, None
-    if trace.exception is not None:
-        file, line = trace.exception.file, trace.exception.line
-    waiting = facts.calls[-1] if facts.calls and facts.calls[-1].state == "waiting" else None
-    if file is None and waiting is not None:
-        file, line = waiting.file, waiting.line
-    if file is None and facts.position and trace.status not in ("ok", "exit"):
-        # (a rank that ended on its own was last seen wherever its last flush found it)
-        file, line = facts.position[0].file, facts.position[0].line
-    signal = facts.signal
-    if facts.stopped:
-        how = f"stopped while waiting in {waiting.op}" if waiting else "stopped while running"
-    elif trace.status == "exception" and trace.exception is not None:
-        how = f"raised {trace.exception.type}"
-        if signal in _STOPPED_BY_LAUNCHER:
-            how += f", then stopped by torchrun ({signal})"
-    elif signal is not None:
-        how = f"killed by {signal}"
-        if waiting is not None:
-            how += f" in {waiting.op}"
-    elif trace.status == "ok":
-        how = "ran to its end"
-    elif trace.status == "exception" and trace.exception is not None:
-        how = f"raised {trace.exception.type}"
-    elif trace.status == "exit":
-        how = f"exited {trace.exit_code}"
-    else:
-        how = trace.detail or trace.status
-    return RankEnd(
-        rank=rank,
-        status=trace.status,
-        exit_code=trace.exit_code,
-        signal=signal,
-        how=how,
-        file=file,
-        line=line,
-        collective=waiting.op if waiting is not None else None,
-    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from shapelens.trace.collectives import Verdict, check_collectives, rank_end, short_error
+from shapelens.trace.collectives import Verdict, check_collectives
 from shapelens.trace.model import (
     CauseStep,
     ExceptionInfo,
@@ -22,6 +22,7 @@ from shapelens.trace.model import (
     TracedLine,
     TracedVar,
 )
+from shapelens.trace.rank_endings import rank_end, short_error
 from shapelens.trace.rank_facts import RankFacts
 
 KINDS = ("rank_divergence", "rank_exception", "collective_mismatch", "distributed_hang")

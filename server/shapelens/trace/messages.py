@@ -115,6 +115,12 @@ class SimulatedRecord(NamedTuple):
     decisions: int
 
 
+INTERNAL_GROUP: Final = " (torch)"
+"""Ends the ``group`` of a collective torch's own Python code made (FSDP2's all-gathers,
+Join's shadow all-reduces): recorded, where a rank waits, but never compared across ranks,
+since it may pair with a collective another rank makes in C++, which nothing records."""
+
+
 class CollectiveRecord(NamedTuple):
     """A ``collectives`` entry: one collective a rank called (metadata only, no data)."""
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -78,6 +79,8 @@ SPLIT_SIZES = ("output_split_sizes", "input_split_sizes")
 _SENDS = {"send": "dst", "isend": "dst", "send_object_list": "dst"}
 _RECEIVES = {"recv": "src", "irecv": "src", "recv_object_list": "src"}
 
+_TORCH_DIR = os.sep + "torch" + os.sep
+
 UserStack = Callable[[FrameType | None], list[list[Any]]]
 """The user-code frames from a frame outwards: [file, line, function], innermost first."""
 
@@ -133,7 +136,6 @@ class CollectiveLog:
         self.rank = 0
         self._dist: ModuleType | None = None
         self._replaced: list[tuple[ModuleType, str, Any]] = []
-        self._group_names: dict[int, tuple[Any, str]] = {}
         self.run_call: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any] | None
         self.run_call = None
         """How a collective is carried out, where not as torch does (a shape-only run's)."""
@@ -212,6 +214,8 @@ class CollectiveLog:
         group, label = self._group_of(op, bound)
         if group is None:
             return None
+        if caller is not None and _in_torch(caller):  # torch's own: not compared
+            group += messages.INTERNAL_GROUP
         seq = self._counts.get(group, 0) + 1
         self._counts[group] = seq
         stack = self._user_stack(caller)
@@ -282,19 +286,17 @@ class CollectiveLog:
         return self._group_name(group), label
 
     def _group_name(self, group: Any) -> str:
+        """``world``, or ``ranks 0,2`` for a subgroup. Not cached by the group: holding a
+        process group past ``destroy_process_group`` would leave gloo's threads to the
+        interpreter's teardown (``terminate called without an active exception``)."""
         dist = self._dist
         if group is None or dist is None:
             return "world"
-        known = self._group_names.get(id(group))
-        if known is not None and known[0] is group:
-            return known[1]
-        name = "world"
         with contextlib.suppress(Exception):
             ranks = list(dist.get_process_group_ranks(group))
             if ranks != list(range(dist.get_world_size())):
-                name = "ranks " + ",".join(map(str, ranks))
-        self._group_names[id(group)] = (group, name)
-        return name
+                return "ranks " + ",".join(map(str, ranks))
+        return "world"
 
     # -- reading ----------------------------------------------------------------------
     def drain(self) -> messages.Collectives | None:
@@ -305,6 +307,11 @@ class CollectiveLog:
         entries = [self._calls[key].record() for key in changed if key in self._calls]
         entries.sort(key=lambda record: record.started)
         return messages.collectives(self.rank, entries)
+
+
+def _in_torch(frame: FrameType) -> bool:
+    """Whether the frame is torch's own code (site-packages/torch/...)."""
+    return _TORCH_DIR in frame.f_code.co_filename
 
 
 def _local_names(
