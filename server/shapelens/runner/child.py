@@ -89,6 +89,9 @@ class ChildRun:
         self._ended = False
         self._main_thread = threading.get_ident()
         self._waiting_since: float | None = None
+        self._running = False
+        """The program's code runs: a rank's flusher reads the main thread's stack only then
+        (never while the interpreter shuts down, where process groups are torn down)."""
         self._blocked_at: tuple[str, int] | None = None
         self._blocked_from = 0.0
         if rank is not None:
@@ -99,7 +102,7 @@ class ChildRun:
         with self._flush_lock:
             for message in self.engine.drain(last=last):
                 self.writer.send(message)
-            if self._rank is not None and not last:  # where it is, should it die next
+            if self._rank is not None and self._running:  # where it is, should it die next
                 position = self.engine.position(self._main_thread)
                 if position is not None:
                     self.writer.send(position)
@@ -122,7 +125,7 @@ class ChildRun:
         """A rank tells its launcher about a collective it has waited in for a while, or
         torch code it has stayed in (DDP's all-reduce inside ``backward``)."""
         log = self.engine.collectives
-        if self._rank is None or log is None:
+        if self._rank is None or log is None or not self._running:
             return
         call = log.pending
         since = call.started if call is not None else self._blocked_since()
@@ -317,6 +320,7 @@ class ChildRun:
             except (ImportError, OSError) as err:
                 self.fail(f"cannot write the log {log}: {err}")
         self.engine.start()
+        self._running = True
         try:
             body()
         except SystemExit as err:
@@ -324,6 +328,7 @@ class ChildRun:
         except BaseException as err:
             exc = err
         finally:
+            self._running = False
             self.engine.stop()
             if log is not None:
                 sys.settrace(None)

@@ -60,7 +60,7 @@ def entry(
     """One module of the trace format's ``modules``, at ``path`` in ``layout``; ``cost_of``:
     a shape-only run's memory and FLOPs of its latest forward, by the module's ``id``."""
     module = stats.module
-    if stats.params is None or (not stats.all_sharded and torch_compat.sharding_in_use()):
+    if stats.params is None or (not stats.all_sharded and _shards_come_and_go(stats)):
         # (FSDP2 swaps a module's shards for whole parameters while they are needed: counted
         # again until every one is seen sharded)
         total = trainable = sharded = 0
@@ -71,7 +71,8 @@ def entry(
             sharded += torch_compat.is_sharded_type(type(parameter))
         stats.params = (total, trainable)
         stats.all_sharded = sharded > 0 and sharded == len(list(module.parameters()))
-        stats.shard_bytes = _shard_bytes(module) if sharded else None
+        if sharded:
+            stats.shard_bytes = _shard_bytes(module)
     if stats.located is None or stats.located[0] != path:
         declared = _declared(stats, path, layout, sources, scope)
         stats.located = (path, declared, _forward_of(module))
@@ -94,6 +95,13 @@ def entry(
         "declared": stats.located[1],
         "forward": stats.located[2],
     }
+
+
+def _shards_come_and_go(stats: ModuleStats) -> bool:
+    """A module whose parameters may be sharded between their uses (one seen holding shards,
+    or any in a distributed run that loaded DTensor): FSDP2 puts whole parameters in their
+    place while a forward or backward runs."""
+    return stats.shard_bytes is not None or torch_compat.sharding_possible()
 
 
 def _shard_bytes(module: Any) -> int:

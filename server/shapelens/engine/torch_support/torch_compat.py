@@ -11,6 +11,7 @@ Nothing here imports torch: each function takes the loaded ``torch`` (or its obj
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Callable, Iterable
@@ -394,15 +395,14 @@ DTENSOR_MODULES = ("torch.distributed.tensor", "torch.distributed._tensor")
 ``torch.distributed._tensor.api`` in 2.4)."""
 
 
-def sharding_in_use() -> bool:
-    """Whether parameters may be sharded now: DTensor is loaded (FSDP2 and tensor parallel
-    import it) and a process group is up."""
+def sharding_possible() -> bool:
+    """A rank of a distributed run (``WORLD_SIZE`` above 1, as torchrun sets it) that loaded
+    DTensor (FSDP2 and tensor parallel import it): parameters may be shards."""
     if not any(name in sys.modules for name in DTENSOR_MODULES):
         return False
-    dist = sys.modules.get("torch.distributed")
     try:
-        return dist is not None and bool(dist.is_initialized())
-    except Exception:
+        return int(os.environ.get("WORLD_SIZE", "1")) > 1
+    except ValueError:
         return False
 
 
