@@ -72,6 +72,7 @@ class WarmRunner:
         self.socket_path = os.path.join(self.directory, "zygote.sock")
         self._ready = threading.Event()
         self._spawned: list[int] = []
+        self._interrupt_pending = False
         description = {"python": python, "startup_env": _startup_env(self.env)}
         Path(self.directory, _DESCRIPTION).write_text(json.dumps(description))
         self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
@@ -100,6 +101,7 @@ class WarmRunner:
         runner._ready = threading.Event()
         runner._process = None
         runner._spawned = []
+        runner._interrupt_pending = False
         if os.path.exists(runner.socket_path):
             runner._ready.set()
         return runner
@@ -163,6 +165,8 @@ class WarmRunner:
                 os.close(out_write)
                 os.close(err_write)
         self._spawned.append(int(reply["pid"]))
+        if self._interrupt_pending:  # Ctrl-C came while the fork server answered
+            self.interrupt()
         return WarmProcess(
             connection,
             int(reply["pid"]),
@@ -171,7 +175,10 @@ class WarmRunner:
         )
 
     def interrupt(self) -> None:
-        """Ctrl-C for the runs this runner forked (each leads a process group of its own)."""
+        """Ctrl-C for the runs this runner forked (each leads a process group of its own).
+        One that comes while the fork server is still answering (the run may print before
+        its pid is known here) reaches the run as soon as it is."""
+        self._interrupt_pending = not self._spawned
         for pid in self._spawned:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGINT)
