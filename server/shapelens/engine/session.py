@@ -214,7 +214,7 @@ class Engine:
             self._report_out_of_memory()
         out = list(self.records.drain(last=last))
         if self.modules is not None:
-            tree = self.modules.drain()
+            tree = self.modules.drain(last=last)
             if tree is not None:
                 out.append(tree)
         if self.memory.changed:

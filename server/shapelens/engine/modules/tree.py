@@ -298,9 +298,13 @@ class ModuleTree:
         self._changed = True
 
     # -- sending -------------------------------------------------------------------------
-    def drain(self) -> messages.Message | None:
-        """The whole tree when a call happened since the last drain, else None."""
+    def drain(self, *, last: bool = False) -> messages.Message | None:
+        """The whole tree when a call happened since the last drain, else None. The ``last``
+        one of a rank that may hold shards is sent anyway: FSDP2's parameters are shards
+        again once its forward and backward are done, whenever the flushes before fell."""
         with self._lock:
+            if last and torch_compat.sharding_possible():
+                self._changed = True
             return self._tree()
 
     def _tree(self) -> messages.Message | None:
