@@ -296,20 +296,23 @@ def _origin(
     steps = []
     for index in sorted(matching, key=bound):
         verdict.explained_divergences.add(index)
-        divergence = divergences[index]
-        steps.append(
-            CauseStep(
-                file=divergence.file,
-                line=divergence.line,
-                expression=None,
-                subject=divergence.operands[0].name,
-                ranks=tuple(
-                    Facts(shape=o.shape, dtype=o.dtype, device=o.device, rank=o.rank)
-                    for o in divergence.operands
-                ),
-            )
-        )
+        steps.append(divergence_step(divergences[index]))
     return steps
+
+
+def divergence_step(divergence: Finding) -> CauseStep:
+    """A ``rank_divergence`` as a step of another finding's chain: its line, its variable,
+    and the variable's value on each rank."""
+    return CauseStep(
+        file=divergence.file,
+        line=divergence.line,
+        expression=None,
+        subject=divergence.operands[0].name,
+        ranks=tuple(
+            Facts(shape=o.shape, dtype=o.dtype, device=o.device, rank=o.rank)
+            for o in divergence.operands
+        ),
+    )
 
 
 def _size_changed(trace: Trace | None, divergence: Finding, name: str) -> bool:

@@ -5,11 +5,9 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from shapelens.trace.collectives import Verdict, check_collectives
+from shapelens.trace.collectives import Verdict, check_collectives, divergence_step
 from shapelens.trace.model import (
-    CauseStep,
     ExceptionInfo,
-    Facts,
     Finding,
     LineCost,
     MemoryReport,
@@ -250,16 +248,7 @@ def _one_per_cause(divergences: list[Finding]) -> list[Finding]:
         signature = _differing_sizes(finding)
         for index, (cause, cause_signature) in enumerate(kept):
             if signature & cause_signature and cause.file == finding.file:
-                step = CauseStep(
-                    file=finding.file,
-                    line=finding.line,
-                    expression=None,
-                    subject=finding.operands[0].name,
-                    ranks=tuple(
-                        Facts(shape=o.shape, dtype=o.dtype, device=o.device, rank=o.rank)
-                        for o in finding.operands
-                    ),
-                )
+                step = divergence_step(finding)
                 kept[index] = (replace(cause, chain=(*cause.chain, step)), cause_signature)
                 break
         else:
