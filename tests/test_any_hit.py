@@ -97,6 +97,70 @@ def test_the_last_smaller_batch_is_explained_as_on_hit_one(script, tmp_path: Pat
     assert finding["chain"][1]["after"]["shape"] == [16, 392]
 
 
+def test_a_last_batch_on_a_checked_hit_starts_at_the_loader_not_the_dataset(  # type: ignore[no-untyped-def]
+    script, tmp_path: Path
+) -> None:
+    """1016 samples: the smaller batch is the 64th, a hit the op watch follows whole, the
+    loader's indexing and stacking included. The chain starts at the batch of 8 the loader
+    made, not at the dataset's tensor the batch was stacked from."""
+    model = script(MODEL, "model.py")
+    train = script(TRAIN, "train.py")
+    run = run_cli("train.py", "--samples", "1016", cwd=tmp_path)
+    assert run.returncode == 1
+    finding = _error(run)
+    assert finding["line"] == line_of(model, "hidden =")
+    chain = [(Path(s["file"]).name, s["line"]) for s in finding["chain"]]
+    assert chain == [
+        ("train.py", line_of(train, "for step, (images")),
+        ("model.py", line_of(model, "flat =")),
+    ]
+    assert finding["chain"][0]["after"]["shape"] == [8, 1, 28, 28]
+
+
+DEEP_MODEL = """
+import torch
+from torch import nn
+
+
+class MLP(nn.Module):
+    def __init__(self, batch_size, features=784, width=64, depth=3, classes=10):
+        super().__init__()
+        self.batch_size = batch_size
+        sizes = [features] + [width] * depth
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes, sizes[1:]))
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, images):
+        x = images.view(self.batch_size, -1)
+        for layer in self.layers:
+            x = torch.relu(layer(x))
+        return self.head(x)
+"""
+
+
+def test_a_failure_seen_on_its_own_checked_hit_still_goes_back_to_the_batch(  # type: ignore[no-untyped-def]
+    script, tmp_path: Path
+) -> None:
+    """1368 samples: the 86th batch holds 8. The layers' statement runs three times a step,
+    so its hit there is the 256th, which the op watch follows, while the `view` that made
+    its operand ran unwatched. Seeing the failing call is not enough: the chain still goes
+    back to the loader's batch and the `view`."""
+    model = script(DEEP_MODEL, "model.py")
+    source = TRAIN.replace("Classifier", "MLP").replace("default=2008", "default=1368")
+    train = script(source, "train.py")
+    run = run_cli("train.py", cwd=tmp_path)
+    assert run.returncode == 1
+    finding = _error(run)
+    assert (finding["kind"], finding["line"]) == ("shape_mismatch", line_of(model, "x = torch.relu"))
+    assert finding["op"] == "`layer` (Linear)"
+    chain = [(Path(s["file"]).name, s["line"], s.get("op")) for s in finding["chain"]]
+    assert chain == [
+        ("train.py", line_of(train, "for step, (images"), None),
+        ("model.py", line_of(model, "x = images.view"), "Tensor.view"),
+    ]
+    assert finding["chain"][1]["after"]["shape"] == [16, 392]
+
+
 FORWARD_THAT_PRINTS = """
 import torch
 from torch import nn

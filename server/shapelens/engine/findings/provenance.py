@@ -127,29 +127,30 @@ class Provenance:
         found = self._made.get(id(value))
         return found if found is not None and found.ref() is value else None
 
-    def chain(self, value: Any, subject: str, changed: Changed, born_at: BornAt) -> list[CauseStep]:
+    def chain(
+        self, value: Any, subject: str, changed: Changed, born_at: BornAt, *, of_shape: bool
+    ) -> list[CauseStep]:
         """The lines that changed ``value`` the way ``changed`` tells (its shape, the failing
         dims of it, its dtype or device) on its way from where it was made, earliest first.
         Where the first value of the way was bound, when no watched call made it (a hit the
-        op watch did not follow), is the first step."""
-        steps: list[CauseStep] = []
+        op watch did not follow), is the first step. In a chain ``of_shape``, a start whose
+        shape is not that of the value the first change was given (a dataset's tensor,
+        indexed and stacked into the batch by a DataLoader on the way: the filter keeps the
+        dims that failed, a batch's size can be what made them so) gives way to the step that
+        made that value (the batch). A dtype or device is changed by the kept steps only."""
+        records: list[Made] = []
+        kept: list[Made] = []
         made = self.made(value)
-        root: Any = None
-        while made is not None and len(steps) < 4 * MAX_STEPS:
-            before = made.source_meta
-            if changed(before, made.meta):
-                steps.append(
-                    CauseStep(
-                        file=made.file, line=made.line, expression=made.expression,
-                        subject=subject, op=made.op,
-                        before=None if before is None else _facts(before),
-                        after=_facts(made.meta),
-                    )
-                )  # fmt: skip
-            if made.source is None and made.source_ref is not None:
-                root = made.source_ref()
+        while made is not None and len(kept) < 4 * MAX_STEPS:
+            records.append(made)
+            if changed(made.source_meta, made.meta):  # asked latest first
+                kept.append(made)
             made = made.source
-        birth = born_at(root) if root is not None else None
+        steps = [_step(r, subject) for r in kept]
+        last = records[-1] if records else None
+        root = last.source_ref() if last is not None and last.source_ref is not None else None
+        ended = last is not None and last.source is None  # not cut short
+        birth = born_at(root) if root is not None and ended else None
         if birth is not None:
             file, line, expression = birth
             steps.append(
@@ -158,8 +159,23 @@ class Provenance:
                     before=None, after=_facts(_meta(root)),
                 )
             )  # fmt: skip
+        changes = [r for r in kept if r.source_meta is not None]
+        if of_shape and changes and steps and steps[-1].before is None:
+            first = changes[-1]
+            start = steps[-1].after
+            made_it = first.source
+            if made_it is not None and start is not None and start.shape != made_it.meta[0]:
+                steps[-1] = _step(made_it, subject)
         steps.reverse()
         return steps[:MAX_STEPS]
+
+
+def _step(made: Made, subject: str) -> CauseStep:
+    before = made.source_meta
+    return CauseStep(
+        file=made.file, line=made.line, expression=made.expression, subject=subject, op=made.op,
+        before=None if before is None else _facts(before), after=_facts(made.meta),
+    )  # fmt: skip
 
 
 def _facts(meta: Meta) -> Facts:

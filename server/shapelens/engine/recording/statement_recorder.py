@@ -117,9 +117,9 @@ class StatementRecorder:
             self.reader.check_value = self._value_read
         self._last_exception: tuple[int, type] | None = None
         self._pending_errors: list[tuple[tuple[int, type], list[Finding]]] = []
-        self._replay_later: tuple[tuple[int, type], FrameType, CodeInfo, int] | None = None
-        """The latest failure replayed while the program ran: from its callers if the run
-        ends with it (the frames live on in the traceback)."""
+        self._replay_later: tuple[tuple[int, type], FrameType, CodeInfo, int, bool] | None = None
+        """The latest failure replayed (or seen, the bool) while the program ran: from its
+        callers if the run ends with it (the frames live on in the traceback)."""
         self._warnings = WarningListener(self._on_warning)
         self._op_statements: dict[int, tuple[CodeInfo, int, dict[str, int]]] = {}
         """Frames whose statement the op watch follows: (code, statement, ops seen per op)."""
@@ -243,9 +243,13 @@ class StatementRecorder:
         found: list[Finding] = []
         if failed is not None:  # the call itself was seen: explained by what it was passed
             found = self.dispatch.emit(CallFailed(exc=exc, failed=failed, info=info, line=line))
+            if self.replay is not None and found and not any(f.chain for f in found):
+                # Seen on a hit checked for its own sake, where the statements that made its
+                # operands were not: a replay from the caller may see the way back.
+                self._replay_later = (key, frame, info, line, True)
         elif self.replay is not None and names_tensors(info, line, frame):
             found = self._replayed(frame, info, line, exc)
-            self._replay_later = (key, frame, info, line)
+            self._replay_later = (key, frame, info, line, False)
         if not found:  # no call seen, even replayed: the values the statement names
             found = self.dispatch.emit(Raised(exc=exc, frame=frame, info=info, line=line, tb=tb))
         if found:
@@ -326,7 +330,10 @@ class StatementRecorder:
         found = [f for key, f in self._pending_errors if key == ended]
         self._pending_errors = []
         if exc is not None and later is not None and later[0] == ended:  # the whole way back
-            found = [self._replayed(*later[1:], exc, outer=True), *found]
+            _, frame, info, line, seen_directly = later
+            outer = self._replayed(frame, info, line, exc, outer=True)
+            if not seen_directly or any(f.chain for f in outer):
+                found = [outer, *found]  # a call seen directly is kept unless this adds a chain
         for candidate in found:
             if candidate:
                 self._add(candidate)

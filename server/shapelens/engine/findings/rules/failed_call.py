@@ -149,7 +149,10 @@ class ExplainByCall:
         born = {(o.name, o.file, o.line) for o in finding.operands}
         shown: set[tuple[str, int, str | None, Any, Any]] = set()
         for operand in followed:  # a step two operands share (their common path) once
-            chain = self._provenance.chain(operand.value, operand.label, changed, self._bound_at)
+            chain = self._provenance.chain(
+                operand.value, operand.label, changed, self._bound_at,
+                of_shape=finding.kind not in ("dtype_mismatch", "device_mismatch"),
+            )  # fmt: skip
             for step in chain:
                 key = (step.file, step.line, step.op, step.before, step.after)
                 if step.before is None and (operand.label, step.file, step.line) in born:
