@@ -29,8 +29,9 @@ LIBRARY_TESTS=tests/test_library_stack.py  # with SHAPELENS_LIBRARY_PYTHON: ~30 
 # torch 2.4 on 3.11 leaves out the stand-ins' own tests and the 1.2B GPT too (3.10 runs them
 # on torch 2.4).
 CORPUS_SHAPES="clean_corpus_raises_no_alarm_shapes_only"
-# Collectives, hangs and sharded tensors under torchrun (~40 s of one worker): on the newest
-# torch (and sys.monitoring) here, the main suite's 3.11 runs them too (its 3.12 leaves them).
+# Collectives, hangs and sharded tensors under torchrun, from the command line (~40 s of one
+# worker): only here, on the newest torch and sys.monitoring; the main suite's 3.11 runs the
+# editor's ones (language_server: this stage never runs those), its 3.12 none.
 DISTRIBUTED=tests/test_distributed_truth.py
 SETS=(
   "py310-torch24|3.10.13|torch==2.4.1 numpy<2|$ALL|$CORPUS_SHAPES"
