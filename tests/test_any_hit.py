@@ -138,16 +138,43 @@ class MLP(nn.Module):
 """
 
 
+SLICED_TRAIN = """
+import argparse
+
+import torch
+
+from model import MLP
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--batch-size", type=int, default=16)
+parser.add_argument("--samples", type=int, default=1368)
+args = parser.parse_args()
+
+torch.manual_seed(0)
+inputs = torch.randn(args.samples, 1, 28, 28)
+targets = torch.randint(0, 10, (args.samples,))
+model = MLP(args.batch_size)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+for start in range(0, args.samples, args.batch_size):
+    images = inputs[start : start + args.batch_size]
+    labels = targets[start : start + args.batch_size]
+    loss = torch.nn.functional.cross_entropy(model(images), labels)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
 def test_a_failure_seen_on_its_own_checked_hit_still_goes_back_to_the_batch(  # type: ignore[no-untyped-def]
     script, tmp_path: Path
 ) -> None:
-    """1368 samples: the 86th batch holds 8. The layers' statement runs three times a step,
-    so its hit there is the 256th, which the op watch follows, while the `view` that made
-    its operand ran unwatched. Seeing the failing call is not enough: the chain still goes
-    back to the loader's batch and the `view`."""
+    """1368 samples sliced in batches of 16: the 86th holds 8. The layers' statement runs
+    three times a step, so its hit there is the 256th, which the op watch follows, while
+    the slice and the `view` that made its operand ran unwatched and unread. Seeing the
+    failing call is not enough: the chain still goes back to the slice and the `view`."""
     model = script(DEEP_MODEL, "model.py")
-    source = TRAIN.replace("Classifier", "MLP").replace("default=2008", "default=1368")
-    train = script(source, "train.py")
+    train = script(SLICED_TRAIN, "train.py")
     run = run_cli("train.py", cwd=tmp_path)
     assert run.returncode == 1
     finding = _error(run)
@@ -156,9 +183,10 @@ def test_a_failure_seen_on_its_own_checked_hit_still_goes_back_to_the_batch(  # 
     assert finding["op"] == "`layer` (Linear)"
     chain = [(Path(s["file"]).name, s["line"], s.get("op")) for s in finding["chain"]]
     assert chain == [
-        ("train.py", line_of(train, "for step, (images"), None),
+        ("train.py", line_of(train, "images = inputs"), None),
         ("model.py", line_of(model, "x = images.view"), "Tensor.view"),
     ]
+    assert finding["chain"][0]["after"]["shape"] == [8, 1, 28, 28]
     assert finding["chain"][1]["after"]["shape"] == [16, 392]
 
 

@@ -107,3 +107,61 @@ def test_sample_mode_still_gives_lower_bounds(script, tmp_path: Path) -> None:  
     assert run.returncode == 0, run.stderr
     body = run.line(main, line_of(main, "x = torch.ones"))
     assert body is not None and body["sampled"] and body["hits"] <= 20_000
+
+
+NESTED_MODEL = """
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Block(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.fc = nn.Linear(width, width)
+
+    def forward(self, x):
+        h = self.fc(self.norm(x))
+        return x + torch.relu(h)
+
+
+class Net(nn.Module):
+    def __init__(self, width=16, depth=3):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block(width) for _ in range(depth))
+        self.head = nn.Linear(width, 1)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x).squeeze(-1)
+
+
+torch.manual_seed(0)
+data = TensorDataset(torch.randn(1000, 16), torch.randn(1000))
+loader = DataLoader(data, batch_size=12, shuffle=True)
+model = Net()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+for x, y in loader:
+    loss = nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+with torch.no_grad():
+    print(model(torch.randn(30, 16)).shape)
+"""
+
+
+def test_the_last_batch_is_seen_on_every_line_it_passes_through(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """1000 samples in batches of 12: the 84th holds 4, then one evaluation batch of 30.
+    By then a block's lines run 3 times a step and are read every 13th hit; the last batch
+    and the evaluation pass on hits the schedule skips. A read that saw the batch vary (the
+    loop's, the model's arguments) makes every line read its next hit, so the blocks'
+    lines, three calls deep, show it too."""
+    main = script(NESTED_MODEL)
+    run = run_cli("main.py", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == "torch.Size([30])\n"
+    for marker, name in (("h = self.fc", "h"), ("x = block(x)", "x")):
+        assert sorted(_shapes(run, main, marker, name)) == [[4, 16], [12, 16], [30, 16]], marker

@@ -52,6 +52,8 @@ class MonitoringTracer:
         self._on_watched: Callable[[FrameType, Any], None] | None = None
         self._watch_paused = False
         self._rearm_listeners: list[Callable[[], None]] = []
+        self._rearm_at = [0.0]  # when the switched-off lines are next switched on
+        self._generation = [0]  # how many times they were
         self._call_check: Callable[[Any, Any], bool] | None = None
         self._user_events = 0  # the local events of user code (set when started)
 
@@ -81,6 +83,8 @@ class MonitoringTracer:
             self._user_events |= events.CALL
         if self._watched is not None:
             self._watch(self._watched)
+        if self.adaptive:  # a shape varied: the lines it goes through are read again now
+            self.events.on_news(lambda: self._rearm(time.monotonic()), varied=True)
         self.events.start_listening()
 
     def stop(self) -> None:
@@ -164,6 +168,14 @@ class MonitoringTracer:
         self.events.enter_call(frame, info)
         return None
 
+    def _rearm(self, now: float) -> None:
+        """Switch the switched-off lines on again (they read their next hit)."""
+        self._rearm_at[0] = now + REARM_INTERVAL_S
+        self._generation[0] += 1
+        sys.monitoring.restart_events()  # type: ignore[attr-defined,unused-ignore]
+        for listener in self._rearm_listeners:
+            listener()
+
     def _line_callback(self) -> Callable[[CodeType, int], Any]:
         """The LINE callback, the hottest path: a closure over what it reads, so each event
         costs a few dictionary lookups (no attribute lookups, no extra calls)."""
@@ -175,16 +187,15 @@ class MonitoringTracer:
         limit = self._limit
         monitoring = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
         disable = monitoring.DISABLE
-        restart_events = monitoring.restart_events
         mark_sampled = self.events.mark_sampled
         switch_off = self.events.switch_off if self.adaptive else None
         switch_on = self.events.switch_on
         iterated = self.events.loop_iterated
         probe_loss = self.events.reader.probe_loss
         clock = time.monotonic
-        rearm_listeners = self._rearm_listeners
-        rearm_at = [clock() + REARM_INTERVAL_S]
-        generation = [0]  # how many re-arms so far
+        rearm_at = self._rearm_at
+        rearm_at[0] = clock() + REARM_INTERVAL_S
+        generation = self._generation  # how many re-arms so far
 
         def on_line(code: CodeType, line: int) -> Any:
             info = codes.get(id(code))
@@ -204,11 +215,7 @@ class MonitoringTracer:
                 if now < rearm_at[0]:
                     iterated(frame, info, statement)
                     return None
-                rearm_at[0] = now + REARM_INTERVAL_S  # look at the switched-off lines again
-                generation[0] += 1
-                restart_events()
-                for listener in rearm_listeners:
-                    listener()
+                self._rearm(now)  # look at the switched-off lines again
             off_since = info.switched_off.get(statement)
             if off_since is not None:
                 probed = info.probe_at.get(statement)

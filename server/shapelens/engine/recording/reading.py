@@ -38,6 +38,9 @@ class Reader:
         """Read 0-dim GPU tensors for their course (each read synchronises the device)."""
         self.check_value: CheckValue | None = None
         """Called on a value's hits 1, 2, 4, 8, ... (None: values are not scanned)."""
+        self.varied = False
+        """Set when a read saw a value it had read before in a new shape, dtype or device
+        (the first read of a name is news, not a variation); whoever acts on it clears it."""
         self._unweakrefable: set[type] = set()
         self._frame: FrameType | None = None
         self._info: CodeInfo | None = None
@@ -144,6 +147,8 @@ class Reader:
                 return changed
             if _record_metadata(stats, seen, hit):
                 changed = True
+                if hit > 1:
+                    self.varied = True
             if tp not in self._unweakrefable:
                 try:
                     stats.ref = weakref.ref(value)
@@ -266,6 +271,12 @@ def _metadata(value: Any, kind: int, on_gpu: bool) -> _Metadata:
         # (a sharded tensor's value is the ranks' together: reading it is a collective)
         seen.scalar = _scalar(value, kind, on_gpu)
     return seen
+
+
+def holds_tensors(table: dict[str, VarStats] | None) -> bool:
+    """Whether a line's values read so far include a tensor (or an array: anything with a
+    shape)."""
+    return table is not None and any(stats.shape is not None for stats in table.values())
 
 
 def _record_metadata(stats: VarStats, seen: _Metadata, hit: int) -> bool:

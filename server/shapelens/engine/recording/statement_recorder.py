@@ -49,7 +49,8 @@ from shapelens.engine.findings.op_watch import Called, OpWatch
 from shapelens.engine.findings.replay import Replay, names_tensors
 from shapelens.engine.findings.warning_listener import WarningListener, warned_from
 from shapelens.engine.recording.code_info import NO_STATEMENT, CodeInfo
-from shapelens.engine.recording.reading import Reader
+from shapelens.engine.recording.news import News
+from shapelens.engine.recording.reading import Reader, holds_tensors
 from shapelens.engine.recording.run_records import RunRecords, VarStats
 from shapelens.engine.recording.scope import UserCodeScope
 from shapelens.engine.recording.statement_hooks import iteration_hook, statement_hook
@@ -87,10 +88,9 @@ class StatementRecorder:
         self.sources = sources
         self.dispatch = dispatch
         self.codes: dict[int, CodeInfo | None] = {}
-        """``id(code)`` → what we know about the code object, ``None`` when it is not user
-        code. Read-only for backends, which look codes up here inline on their hottest
-        events. Keyed by id: hashing a code object hashes its bytecode and constants, up to
-        4 µs for a torch function on 3.12; the codes are kept alive, so no id is reused."""
+        """``id(code)`` → what we know of the code object (None: not user code), read inline by
+        backends on their hottest events. By id: hashing a code hashes its bytecode and
+        constants (up to 4 µs for a torch function on 3.12); codes are kept, ids not reused."""
         self._seen_codes: list[CodeType] = []
         self.op_watch = OpWatch(self._on_op, self.known)
         # What the rules want decides what is watched, once: events nobody wants are never made.
@@ -111,8 +111,8 @@ class StatementRecorder:
         self._read_names = self.reader.read_names
         self._scan = facts.scan
         self.replay: Replay | None = None
-        """Replays of failing statements (the engine's choice: not where fake tensors or the
-        memory watch already run, nor where torch.compile regions really compile)."""
+        """Replays of failing statements (the engine's choice: where fake tensors, the memory
+        watch and compiled regions do not run)."""
         if dispatch.wants(NonfiniteRead):
             self.reader.check_value = self._value_read
         self._last_exception: tuple[int, type] | None = None
@@ -123,7 +123,7 @@ class StatementRecorder:
         self._warnings = WarningListener(self._on_warning)
         self._op_statements: dict[int, tuple[CodeInfo, int, dict[str, int]]] = {}
         """Frames whose statement the op watch follows: (code, statement, ops seen per op)."""
-        self._news_listeners: list[Callable[[], None]] = []
+        self.news = News()
         self._news_window: dict[int, int] = {}
         """Frames whose next statements are checked: a read there just saw something new."""
         self.statement_started = statement_hook(
@@ -278,16 +278,15 @@ class StatementRecorder:
         )  # fmt: skip
         return self.dispatch.emit(seen)
 
-    def on_news(self, listener: Callable[[], None]) -> None:
-        """Call ``listener()`` whenever a read sees something new (the module tree wakes)."""
-        self._news_listeners.append(listener)
+    def on_news(self, listener: Callable[[], None], *, varied: bool = False) -> None:
+        """Call ``listener()`` when a read sees something new (:mod:`.news`)."""
+        self.news.on_news(listener, varied=varied)
 
     def pace_of(self, frame: FrameType | None) -> tuple[dict[int, int], dict[int, int], int] | None:
         """What paces a call made by ``frame``: the innermost user frame from it outwards,
         the statement it runs, and the statement that counts that one's hits (its loop
         header or def line; itself where nothing encloses it): that statement's file hit
-        and loop-exit tables and line. Those are exact on both backends (never switched
-        off)."""
+        and loop-exit tables and line, exact on both backends (never switched off)."""
         codes = self.codes
         while frame is not None:
             info = codes.get(id(frame.f_code))
@@ -371,11 +370,13 @@ class StatementRecorder:
             return
         info.stale.discard(line)
         if self._read_names(frame, info, line, names, arguments):
-            info.dense_until[line] = hit + DENSE_HITS
+            # A loop's batches are read on every hit: the one whose size varies shows where.
+            batches = line in info.loop_headers and holds_tensors(info.stats.get(line))
+            info.dense_until[line] = sys.maxsize if batches else hit + DENSE_HITS
             self._news_window[id(frame)] = NEWS_WINDOW
             self._values_changed(info, line)
-            for listener in self._news_listeners:
-                listener()
+            self.news.seen(self.codes.values(), varied=self.reader.varied)
+            self.reader.varied = False
         dense = hit < info.dense_until.get(line, DENSE_HITS)
         info.read_at[line] = hit + 1 if dense else hit + SAMPLE_GAP
         if line in info.shape_comments:
