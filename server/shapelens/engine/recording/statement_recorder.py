@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from types import CodeType, FrameType, TracebackType
 from typing import Any
 
@@ -124,6 +123,7 @@ class StatementRecorder:
         self._op_statements: dict[int, tuple[CodeInfo, int, dict[str, int]]] = {}
         """Frames whose statement the op watch follows: (code, statement, ops seen per op)."""
         self.news = News()
+        self.on_news = self.news.on_news  # who is told of news (:mod:`.news`)
         self._news_window: dict[int, int] = {}
         """Frames whose next statements are checked: a read there just saw something new."""
         self.statement_started = statement_hook(
@@ -278,10 +278,6 @@ class StatementRecorder:
         )  # fmt: skip
         return self.dispatch.emit(seen)
 
-    def on_news(self, listener: Callable[[], None], *, varied: bool = False) -> None:
-        """Call ``listener()`` when a read sees something new (:mod:`.news`)."""
-        self.news.on_news(listener, varied=varied)
-
     def pace_of(self, frame: FrameType | None) -> tuple[dict[int, int], dict[int, int], int] | None:
         """What paces a call made by ``frame``: the innermost user frame from it outwards,
         the statement it runs, and the statement that counts that one's hits (its loop
@@ -300,10 +296,13 @@ class StatementRecorder:
         """Whether a backend that can stop a line's events (sys.monitoring) may stop those of
         ``statement`` after its ``count``-th hit; if so, its hits are estimated from then on.
         Only a statement past its dense hits, whose values stayed the same, inside a loop or a
-        function (whose header or calls keep being counted), never a loop header.
+        function (whose header or calls keep being counted), never a loop header, nor in a
+        loop over batches (its first line reads the batch before the model is given it).
         ``generation`` tells the backend's re-arms apart (see ``CodeInfo.switched_off``)."""
         counter = info.counter_of.get(statement)
         if counter is None or count <= DENSE_HITS or statement in info.loop_headers:
+            return False
+        if info.dense_until.get(counter) == sys.maxsize:  # batches: see ``_read``
             return False
         if statement in info.stores and info.read_at.get(statement, 0) <= count + 1:
             return False  # read on its next hits: something changed lately
