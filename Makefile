@@ -190,6 +190,7 @@ bench: install
 	$(PY) bench/notebook.py $$(for python in $(VENV)/bin/python .venv312/bin/python .venv313/bin/python; do \
 	  if [ -x $$python ]; then printf -- '--python %s ' $$python; fi; done) --out bench/results/latest.md
 	$(PY) bench/distributed.py --out bench/results/latest.md
+	$(PY) bench/real_programs.py --out bench/results/latest.md
 	$(PY) bench/corpus.py --out bench/results/latest.md
 	$(PY) bench/speed_doc.py
 
