@@ -174,7 +174,7 @@ test-torch-versions: install | $(UV)
 	UV=$(UV) PY=$(PY) PYENV_ROOT=$(PYENV_ROOT) scripts/test_compat.sh --between
 
 # Every script adds its table to bench/results/latest.md; docs/speed.md shows the report.
-bench: install
+bench: install bytecode
 	bench/setup_anchors.sh
 	$(PY) bench/run_bench.py
 	for python in $(VENV)/bin/python .venv312/bin/python .venv313/bin/python; do \

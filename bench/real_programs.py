@@ -3,7 +3,13 @@ from start to exit and CPU time (the process and its children), alternating untr
 traced runs, median of N each. Programs in `programs/`; the library ones run on the library
 venv through `shapelens run --python` (skipped, with the reason, where it is not there).
 
-Usage: real_programs.py [--repeat N] [--programs a,b] [--out FILE]
+With `--breakdown`, the char-level GPT instead runs untraced, traced, and traced with each
+mechanism switched off in turn (`SHAPELENS_OFF`, `shapelens/engine/switches.py`), all
+interleaved: what each mechanism costs is what switching it off saves. A no-op tracer of
+the same kind (`sys.settrace`, or a `sys.monitoring` tool with line events on the script's
+code) gives the floor that any line tracer pays.
+
+Usage: real_programs.py [--repeat N] [--programs a,b] [--breakdown] [--out FILE]
 """
 
 from __future__ import annotations
@@ -55,11 +61,13 @@ class Sample:
     cpu_s: float
 
 
-def run_once(command: list[str], cwd: Path) -> Sample:
+def run_once(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> Sample:
     """One run to its exit: wall time and the CPU time of every process it started."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    done = subprocess.run(command, cwd=cwd, capture_output=True, timeout=900, env=_env())
+    done = subprocess.run(
+        command, cwd=cwd, capture_output=True, timeout=900, env={**_env(), **(env or {})}
+    )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
@@ -98,12 +106,66 @@ def measure(program: Program, repeat: int) -> tuple[list[Sample], list[Sample]]:
     return plain, mine
 
 
+SWITCHED = ("reads", "op_watch", "modules", "flusher", "tracing")  # the engine's MECHANISMS
+SWITCH_LABELS = {
+    "reads": "reading statements' values",
+    "op_watch": "the op watch (checked statements' torch calls)",
+    "modules": "the module tree",
+    "flusher": "the background flushes",
+    "tracing": "all tracing (start-up, the runner and its channel left)",
+}
+
+
+def breakdown(program: Program, repeat: int) -> list[str]:
+    """Untraced, traced, traced with each mechanism off, the no-op tracer: interleaved."""
+    untraced, traced = commands(program)
+    floor = [str(program.python), str(BENCH / "noop_tracer.py"), program.script.name]
+    variants: list[tuple[str, list[str], dict[str, str]]] = [
+        ("untraced", untraced, {}),
+        ("traced, everything on (the default)", traced, {}),
+        *((f"traced, {SWITCH_LABELS[name]} off", traced, {"SHAPELENS_OFF": name})
+          for name in SWITCHED),
+        ("a no-op line tracer of the script's code (the floor)", floor, {}),
+    ]  # fmt: skip
+    cwd = program.script.parent
+    run_once(untraced, cwd)  # the page cache
+    samples: dict[str, list[Sample]] = {label: [] for label, _, _ in variants}
+    for round_ in range(repeat):
+        order = variants if round_ % 2 == 0 else variants[::-1]
+        for label, command, env in order:
+            samples[label].append(run_once(command, cwd, env))
+    cpu = {label: statistics.median(s.cpu_s for s in runs) for label, runs in samples.items()}
+    base, full = cpu["untraced"], cpu["traced, everything on (the default)"]
+    rows = []
+    for label, _, env in variants:
+        saved = f"{(full - cpu[label]) / base:+.3f}×" if env else ""
+        rows.append(f"| {label} | {cpu[label]:.2f} s | {cpu[label] / base:.3f}× | {saved} |")
+    return [
+        f"Where the time goes: {program.label}, CPU time start to exit (children included), "
+        f"median of {repeat} interleaved rounds. The last column is what switching the "
+        "mechanism off saves, as a share of the untraced run.",
+        "",
+        "| run | CPU | ratio | saved |",
+        "|---|---:|---:|---:|",
+        *rows,
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--programs", help="comma-separated names (default: all)")
+    parser.add_argument("--breakdown", action="store_true", help="per mechanism (char GPT)")
     parser.add_argument("--out", type=Path)
     options = parser.parse_args()
+    if options.breakdown:
+        names = (options.programs or "char_gpt").split(",")
+        lines: list[str] = []
+        for program in PROGRAMS:
+            if program.name in names and program.python.exists():
+                lines += [*breakdown(program, options.repeat), ""]
+        emit(lines, options.out)
+        return 0
     chosen = set(options.programs.split(",")) if options.programs else None
     rows: list[str] = []
     skipped: list[str] = []

@@ -44,6 +44,7 @@ from shapelens.engine.recording.run_records import RunRecords, VarStats
 from shapelens.engine.recording.scope import ScopeConfig, UserCodeScope
 from shapelens.engine.recording.statement_recorder import StatementRecorder
 from shapelens.engine.source.source_map import SourceMaps
+from shapelens.engine.switches import switched_off
 from shapelens.engine.torch_support.after_import import when_imported
 from shapelens.engine.torch_support.shape_only import ShapeOnly
 from shapelens.engine.torch_support.shape_only_ranks import ShapeOnlyRanks
@@ -107,9 +108,12 @@ class Engine:
             dispatch=self.dispatch,
             facts=self.facts,
         )
+        self.off = off = switched_off()  # a measurement's (:mod:`shapelens.engine.switches`)
+        if "reads" in off:
+            self.recorder._read_names = _nothing_read
         keep_compile = options.run.keep_compile
         # Dynamo would trace the op watch's torch function mode inside compiled regions.
-        self.recorder.op_watch.enabled = not keep_compile
+        self.recorder.op_watch.enabled = not keep_compile and "op_watch" not in off
         fake, memory = options.tracing.fake, options.run.memory
         if self.dispatch.wants(CallFailed) and not (keep_compile or fake or memory):
             # A call that fails on a hit the op watch did not follow is run again on fakes
@@ -130,6 +134,7 @@ class Engine:
         )
         # Dynamo would trace our reading of module calls inside compiled regions, too.
         wants_tree = config.whole_program and config.module_tree and not keep_compile
+        wants_tree = wants_tree and not off.intersection(("modules", "tracing"))
         self.modules = ModuleTree(self.scope, self.sources) if wants_tree else None
         self.shape_only = ShapeOnly(
             self._user_line,
@@ -157,7 +162,8 @@ class Engine:
             self.shape_only.install(self._shape_only_ready)
         elif options.run.memory:  # opt-in: a dispatch mode on every op of a real run
             when_imported("torch", lambda torch: self._watch_memory())
-        self.backend.start()
+        if "tracing" not in self.off:
+            self.backend.start()
         if self.modules is not None:
             self.modules.install(self.backend, self.recorder)
 
@@ -267,6 +273,10 @@ class Engine:
             self.modules.cost_of = self.memory.module_cost
             self.modules.kept_for = self.memory.kept_for
             self.memory.on_module_costs = self.modules.costs_changed
+
+
+def _nothing_read(*_: Any, **__: Any) -> bool:
+    return False
 
 
 def engine_for(

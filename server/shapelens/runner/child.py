@@ -154,9 +154,10 @@ class ChildRun:
     def _flusher(self) -> None:
         """Background flushes (so a crash loses little) and stop requests from the parent."""
         control = self.config.control_fd
+        interval = None if "flusher" in self.engine.off else self.config.flush_interval
         while True:
             try:
-                ready, _, _ = select.select([control], [], [], self.config.flush_interval)
+                ready, _, _ = select.select([control], [], [], interval)
             except (OSError, ValueError):
                 return
             if ready:

@@ -18,6 +18,7 @@ from typing import Any
 from shapelens.engine.recording.scope import UserCodeScope
 from shapelens.engine.source.elementwise import OPERATOR_OF_NAME
 from shapelens.engine.source.intent import reduced_to_scalar, shaping_of
+from shapelens.engine.source.segments import compiler_lines, segment
 from shapelens.engine.source.shape_comments import ShapeComment, shape_comments
 
 # A tiny expression tree the broadcast check evaluates with operand shapes:
@@ -150,9 +151,9 @@ class SourceMap:
         over several lines is one text; a compound statement gives its header)."""
         node = self.statements.get(line)
         if isinstance(node, ast.stmt) and not hasattr(node, "body"):
-            segment = ast.get_source_segment("".join(self.lines), node)
-            if segment is not None:
-                return " ".join(_without_comments(segment).split())
+            text = segment(self.lines, node)
+            if text is not None:
+                return " ".join(_without_comments(text).split())
         return " ".join(_without_comments(self.text(line)).split())
 
 
@@ -228,7 +229,7 @@ def _path_of(node: ast.expr) -> tuple[str, ...] | None:
     return None
 
 
-def _to_expr(node: ast.expr, source: str) -> Expr | None:
+def _to_expr(node: ast.expr, source: tuple[str, ...]) -> Expr | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, (int, float, complex)):
         return ("scalar",)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Invert)):
@@ -241,7 +242,7 @@ def _to_expr(node: ast.expr, source: str) -> Expr | None:
         right = _to_expr(node.right, source)
         if left is None or right is None:
             return None
-        text = ast.get_source_segment(source, node) or _ELEMENTWISE_OPS[type(node.op)]
+        text = segment(source, node) or _ELEMENTWISE_OPS[type(node.op)]
         return ("op", _ELEMENTWISE_OPS[type(node.op)], " ".join(text.split()), left, right)
     return None
 
@@ -258,7 +259,7 @@ def _parents(stmt: ast.stmt) -> dict[ast.AST, ast.AST]:
 
 
 def _elementwise_candidates(
-    stmt: ast.stmt, source: str, parents: dict[ast.AST, ast.AST]
+    stmt: ast.stmt, source: tuple[str, ...], parents: dict[ast.AST, ast.AST]
 ) -> tuple[Candidate, ...]:
     """Largest fully-understood elementwise sub-expressions of one statement."""
     found: list[Candidate] = []
@@ -279,13 +280,15 @@ def _elementwise_candidates(
     return tuple(found)
 
 
-def _op_sites(stmt: ast.stmt, source: str, parents: dict[ast.AST, ast.AST]) -> tuple[OpSite, ...]:
+def _op_sites(
+    stmt: ast.stmt, source: tuple[str, ...], parents: dict[ast.AST, ast.AST]
+) -> tuple[OpSite, ...]:
     """Every elementwise operator and comparison (``a - b``, ``a.sub(b)``, ``torch.sub(a, b)``),
     in the order Python evaluates them."""
     sites: list[OpSite] = []
 
     def text(node: ast.AST) -> str:
-        return " ".join((ast.get_source_segment(source, node) or "?").split())
+        return " ".join((segment(source, node) or "?").split())
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, _NESTED_SCOPES) or (node is not stmt and isinstance(node, ast.stmt)):
@@ -322,7 +325,7 @@ def _op_sites(stmt: ast.stmt, source: str, parents: dict[ast.AST, ast.AST]) -> t
 
 
 def build_source_map(path: str, source: str) -> SourceMap:
-    lines = tuple(source.splitlines(keepends=True))
+    lines = compiler_lines(source)
     try:
         tree = ast.parse(source, filename=path)
     except (SyntaxError, ValueError):
@@ -360,10 +363,10 @@ def build_source_map(path: str, source: str) -> SourceMap:
                 statement_of[line] = start
             if _has_elementwise(node):
                 parents = _parents(node)
-                candidates = _elementwise_candidates(node, source, parents)
+                candidates = _elementwise_candidates(node, lines, parents)
                 if candidates:
                     elementwise[start] = elementwise.get(start, ()) + candidates
-                op_sites[start] = op_sites.get(start, ()) + _op_sites(node, source, parents)
+                op_sites[start] = op_sites.get(start, ()) + _op_sites(node, lines, parents)
             if _may_call_torch(node):
                 call_lines.add(start)
         statements.setdefault(start, node)

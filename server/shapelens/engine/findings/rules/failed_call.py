@@ -29,6 +29,7 @@ from shapelens.engine.findings.rules.mismatch import (
     operand_of,
 )
 from shapelens.engine.recording import values
+from shapelens.engine.source.segments import segment
 from shapelens.engine.source.source_map import SourceMaps
 from shapelens.engine.torch_support import torch_compat
 from shapelens.trace.finding import CauseStep, Finding, Operand
@@ -213,10 +214,9 @@ def _passed(
 ) -> tuple[list[Named], str]:
     """The tensors (and module) the user passed, labelled with their text at the call, and
     the op's label."""
-    source = "".join(lines)
 
     def text(node: ast.AST) -> str:
-        return " ".join((ast.get_source_segment(source, node) or "?").split())
+        return " ".join((segment(lines, node) or "?").split())
 
     if failed.modules:
         module, arguments, by_name = failed.modules[-1]

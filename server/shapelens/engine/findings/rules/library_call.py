@@ -27,6 +27,7 @@ from shapelens.engine.findings.rules.mismatch import (
     mismatch_kind,
     operand_of,
 )
+from shapelens.engine.source.segments import segment
 from shapelens.engine.torch_support import torch_compat
 from shapelens.trace.finding import Finding
 
@@ -58,10 +59,10 @@ class ExplainLibraryCall:
         call = _call_of(statement, callee, resolver(seen.frame))
         if call is None:
             return []
-        source = "".join(seen.info.source.lines)
+        lines = seen.info.source.lines
 
         def text(node: ast.AST) -> str:
-            return " ".join((ast.get_source_segment(source, node) or "?").split())
+            return " ".join((segment(lines, node) or "?").split())
 
         passed: list[tuple[str, Any]] = []
         for index, value in enumerate(args):
