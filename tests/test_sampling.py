@@ -68,6 +68,8 @@ def test_every_distinct_shape_and_the_last_batch_are_reported(loops: tuple[Run, 
     # The 600 iterations with 4 rows are read: densely on 3.11, at a re-arm on 3.12+.
     assert sorted(_shapes(run, main, "x = torch.ones", "x")) == [[4, 8], [32, 8]]
     assert sorted(_shapes(run, main, "h = x @ w", "h")) == [[4, 3], [32, 3]]
+    # A returned value is read on the same schedule as a statement's (and counted each time).
+    assert sorted(_shapes(run, main, "return h.relu()", "<return>")) == [[4, 3], [32, 3]]
     # The final, smaller batch of a module-level loop is seen when the loop ends.
     assert run.var(main, line_of(main, "scaled ="), "scaled")["shapes"] == [[32, 8], [8, 8]]
     assert run.var(main, line_of(main, "scaled ="), "scaled")["shape"] == [8, 8]
@@ -89,6 +91,9 @@ def test_hit_counts_are_exact_or_marked_estimates(loops: tuple[Run, Path]) -> No
         assert abs(line["hits"] - truth) <= truth * 0.005, line
         assert bool(line.get("sampled")) == MONITORING, line  # estimates say so
         assert abs(line["vars"][0]["hits"] - truth) <= truth * 0.005, line
+    # Each return is counted, read or not (estimated with its line where that is off).
+    returned = run.var(main, line_of(main, "return h.relu()"), "<return>")["hits"]
+    assert abs(returned - 20_000) <= (100 if MONITORING else 0), returned
     # Compact hints: a count that differs from its loop's is shown, marked when estimated;
     # the loop header's own count is exact on both backends.
     label = f"×{logged['hits']}+" if MONITORING else f"×{logged['hits']}"

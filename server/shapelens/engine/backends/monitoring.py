@@ -21,11 +21,8 @@ from types import CodeType, FrameType
 from typing import Any
 
 from shapelens.engine.modules.tree import OnRearm, OnReturn
-from shapelens.engine.recording.statement_recorder import (
-    DENSE_HITS,
-    NO_STATEMENT,
-    StatementRecorder,
-)
+from shapelens.engine.recording.sampling import DENSE_HITS
+from shapelens.engine.recording.statement_recorder import NO_STATEMENT, StatementRecorder
 
 TOOL_IDS = (3, 4, 5)
 REARM_INTERVAL_S = 0.2

@@ -49,7 +49,7 @@ MAX_MODULES = 5000
 """Modules created in a loop (a fresh ``nn.Linear`` per step) would grow without bound."""
 QUIET_AFTER = 64
 """Calls in a row with nothing new, for each module called since the tree woke, before the
-tree stops watching (the line tracer's dense hits, :data:`statement_recorder.DENSE_HITS`)."""
+tree stops watching (the line tracer's dense hits, :data:`sampling.DENSE_HITS`)."""
 QUIET_AGAIN_AFTER = 16
 """The same after a wake: the modules' paces are known by then."""
 WAKE_AFTER_CHECKS = 4096

@@ -46,6 +46,11 @@ class Reader:
         self._info: CodeInfo | None = None
         """The frame (and code) whose finished statement is being read, for ``check_value``."""
 
+    def take_varied(self) -> bool:
+        """Whether a read saw a variation since the last call (cleared)."""
+        varied, self.varied = self.varied, False
+        return varied
+
     def read_names(
         self,
         frame: FrameType,
@@ -93,16 +98,18 @@ class Reader:
 
     def read_returned(
         self, info: CodeInfo, line: int, name: str, value: Any, frame: FrameType | None = None
-    ) -> None:
+    ) -> bool:
         """Read a value ``frame`` returned or yielded (``<return>``/``<yield>``) on ``line``
-        (the frame is still there: its statement's inputs go with a non-finite value)."""
+        (the frame is still there: its statement's inputs go with a non-finite value);
+        whether it was new."""
         self._frame, self._info = frame, info
         kind = values.kind_of(value)
-        if kind:
-            table = info.stats.get(line)
-            if table is None:
-                table = info.stats[line] = {}
-            self.read_value(info, table, line, name, value, kind, False, 0)
+        if not kind:
+            return False
+        table = info.stats.get(line)
+        if table is None:
+            table = info.stats[line] = {}
+        return self.read_value(info, table, line, name, value, kind, False, 0)
 
     def read_value(
         self,

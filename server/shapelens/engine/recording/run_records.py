@@ -266,7 +266,7 @@ class RunRecords:
                 return hits.get(line, 0)
             extra = max(estimate.extra() - 1, 0)  # this hit, in the estimate, is counted next
             for stats in self.var_stats.get(file, {}).get(line, {}).values():
-                if stats.name[0] != "<":
+                if _estimated(stats.name):
                     stats.hits += extra
             hits[line] = hits.get(line, 0) + extra
             return hits[line]
@@ -308,7 +308,7 @@ class RunRecords:
         changed: list[messages.VarRecord] = []
         for stats in self.all_stats:
             hits = stats.hits
-            if extra and stats.name[0] != "<":
+            if extra and _estimated(stats.name):
                 hits += extra.get((stats.file, stats.line), 0)
             if (last or hits != stats.sent_hits) and hits > 0:
                 stats.sent_hits = hits
@@ -360,6 +360,13 @@ class Estimate:
 
     def extra(self) -> int:
         return round(self.rate * (self._paced() - self.counter_base))
+
+
+def _estimated(name: str) -> bool:
+    """Whether a switched-off line's estimate counts ``name`` too: what it stores, and what
+    a ``return`` statement returns (once a hit); not a ``yield``'s value, counted by its
+    events (a generator resumes at the statement it yielded on)."""
+    return name[0] != "<" or name.startswith("<return>")
 
 
 def weak(value: Any) -> Callable[[], Any] | None:

@@ -17,10 +17,8 @@ subscribed to them (:class:`~shapelens.engine.findings.dispatch.Dispatcher`), so
 backends observe the same things; the recorder records their findings and knows no rule.
 
 Hits are always counted exactly. Reading values (the costly part: the frame's locals and
-each tensor's metadata) is sampled per statement: every hit for its first
-:data:`DENSE_HITS` hits, then every :data:`SAMPLE_GAP`-th hit, and again on every hit for
-:data:`DENSE_HITS` hits after a read saw something new (a shape, dtype, device or type). A
-statement skipped since its last read, whose names no other statement stores, is read once
+each tensor's metadata) is sampled per statement (:mod:`shapelens.engine.recording.sampling`).
+A statement skipped since its last read, whose names no other statement stores, is read once
 more when its frame ends, so a loop's last value (the smaller final batch) is seen.
 """
 
@@ -51,6 +49,7 @@ from shapelens.engine.recording.code_info import NO_STATEMENT, CodeInfo
 from shapelens.engine.recording.news import News
 from shapelens.engine.recording.reading import Reader, holds_tensors
 from shapelens.engine.recording.run_records import RunRecords, VarStats
+from shapelens.engine.recording.sampling import DENSE_HITS, NEWS_WINDOW, due, read_done, read_news
 from shapelens.engine.recording.scope import UserCodeScope
 from shapelens.engine.recording.statement_hooks import iteration_hook, statement_hook
 from shapelens.engine.source.source_map import SourceMaps
@@ -59,14 +58,6 @@ from shapelens.trace.finding import Finding, finding_to_json
 __all__ = ["NO_STATEMENT", "CodeInfo", "StatementRecorder"]
 
 _MISSING = object()
-
-DENSE_HITS = 64
-"""A statement's values are read on each of its first hits, and after a change, this many."""
-NEWS_WINDOW = 8
-"""Statements of a frame checked after a read in it saw something new."""
-SAMPLE_GAP = 13
-"""Past those, values that stay the same are read every this many hits (a prime: patterns
-of any shorter period, such as alternating shapes, are still all seen)."""
 
 
 class StatementRecorder:
@@ -102,8 +93,6 @@ class StatementRecorder:
         self._comments = dispatch.wants(CommentedStatementEnded)
         self._changes = dispatch.wants(ValuesChanged)
         self.provenance = facts.provenance
-        self._texts: dict[tuple[str, int], str] = {}
-        """Statement texts for provenance records, made once per statement."""
         if self._watch_calls:
             self.op_watch.on_call = self._on_call
         self.reader = Reader(records)
@@ -213,10 +202,7 @@ class StatementRecorder:
         if value is not None and previous != NO_STATEMENT:
             line = frame.f_lineno
             statement = info.statement_of.get(line, line)
-            name = "<yield>" if yielded else "<return>"
-            self.reader.read_returned(info, statement, name, value, frame)
-            if not yielded and statement in info.shape_comments:
-                self._check_comment(frame, info, statement, (), returned=value)
+            self._read_returned(frame, info, statement, value, yielded)
         if watched:  # after the reads: what they run (a NaN's origin search) is not watched
             self.op_watch.resume(frame.f_back)
 
@@ -279,10 +265,9 @@ class StatementRecorder:
         return self.dispatch.emit(seen)
 
     def pace_of(self, frame: FrameType | None) -> tuple[dict[int, int], dict[int, int], int] | None:
-        """What paces a call made by ``frame``: the innermost user frame from it outwards,
-        the statement it runs, and the statement that counts that one's hits (its loop
-        header or def line; itself where nothing encloses it): that statement's file hit
-        and loop-exit tables and line, exact on both backends (never switched off)."""
+        """What paces a call made by ``frame``: the statement that counts the hits (its
+        loop header or def line, else itself) of the one the innermost user frame runs: its
+        hit and loop-exit tables and line, exact on both backends (never switched off)."""
         codes = self.codes
         while frame is not None:
             info = codes.get(id(frame.f_code))
@@ -359,7 +344,7 @@ class StatementRecorder:
     ) -> None:
         """Statement ``line`` completed its ``hit``-th hit: read what it stored, or only count
         it when this hit is not sampled."""
-        if hit < info.read_at.get(line, 0):  # its losses are probed by statement_started
+        if not due(info, line, hit):  # its losses are probed by statement_started
             table = info.stats.get(line)
             if table:
                 for name, stats in table.items():
@@ -371,15 +356,34 @@ class StatementRecorder:
         if self._read_names(frame, info, line, names, arguments):
             # A loop's batches are read on every hit: the one whose size varies shows where.
             batches = line in info.loop_headers and holds_tensors(info.stats.get(line))
-            info.dense_until[line] = sys.maxsize if batches else hit + DENSE_HITS
+            read_news(info, line, hit, every_hit=batches)
             self._news_window[id(frame)] = NEWS_WINDOW
             self._values_changed(info, line)
-            self.news.seen(self.codes.values(), varied=self.reader.varied)
-            self.reader.varied = False
-        dense = hit < info.dense_until.get(line, DENSE_HITS)
-        info.read_at[line] = hit + 1 if dense else hit + SAMPLE_GAP
+            self.news.seen(self.codes.values(), varied=self.reader.take_varied())
+        read_done(info, line, hit)
         if line in info.shape_comments:
             self._check_comment(frame, info, line, names, arguments=arguments)
+
+    def _read_returned(
+        self, frame: FrameType, info: CodeInfo, statement: int, value: Any, yielded: bool
+    ) -> None:
+        """Returned on its statement's schedule (``__getitem__`` returns thousands of times an
+        epoch), else counted; yielded, or by a statement that stores, read on every hit."""
+        hit = info.hits.get(statement, 0)
+        own = not yielded and statement not in info.stores
+        if own and not due(info, statement, hit):
+            if statement not in info.switched_off:  # else its line's estimate counts it
+                for name, stats in info.stats.get(statement, {}).items():
+                    stats.hits += name.startswith("<return>")
+            return
+        name = "<yield>" if yielded else "<return>"
+        if self.reader.read_returned(info, statement, name, value, frame) and own:
+            read_news(info, statement, hit)
+            self.news.seen(self.codes.values(), varied=self.reader.take_varied())
+        if own:
+            read_done(info, statement, hit)
+        if not yielded and statement in info.shape_comments:
+            self._check_comment(frame, info, statement, (), returned=value)
 
     def _rarely_called(self, info: CodeInfo) -> bool:
         return info.hits.get(info.def_line, 0) <= DENSE_HITS
@@ -454,10 +458,7 @@ class StatementRecorder:
         if self._calls_ran:
             seen = CallRan(called=called, info=info, line=line, counts=counts)
             self._add(self.dispatch.emit(seen))
-        key = (info.file, line)
-        expression = self._texts.get(key)
-        if expression is None:
-            expression = self._texts[key] = info.source.statement_text(line)
+        expression = info.source.statement_text(line)
         for result in called.results[:4]:
             self.provenance.record(
                 file=info.file, line=line, expression=expression or None, op=called.op,

@@ -23,16 +23,14 @@ def compiler_lines(source: str) -> tuple[str, ...]:
 def segment(lines: Sequence[str], node: ast.AST) -> str | None:
     """What ``ast.get_source_segment`` gives (columns are UTF-8 byte offsets), or None for a
     node without a position."""
-    try:
-        first, last = node.lineno - 1, node.end_lineno
-        start, end = node.col_offset, node.end_col_offset
-    except AttributeError:
-        return None
+    first = getattr(node, "lineno", 0) - 1
+    last, end = getattr(node, "end_lineno", None), getattr(node, "end_col_offset", None)
+    start = getattr(node, "col_offset", 0)
     if last is None or end is None or not 0 <= first < last <= len(lines):
         return None
     last -= 1
     if first == last:
-        return lines[first].encode()[start:end].decode()
+        return str(lines[first].encode()[start:end].decode())
     head = lines[first].encode()[start:].decode()
     tail = lines[last].encode()[:end].decode()
-    return head + "".join(lines[first + 1 : last]) + tail
+    return str(head + "".join(lines[first + 1 : last]) + tail)

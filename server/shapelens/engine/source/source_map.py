@@ -110,6 +110,7 @@ class SourceMap:
     """Statement → what it stores into that is not a plain name: ``self.weight`` for
     ``self.weight = …``, ``pe`` for ``pe[:, 0::2] = …`` (read after the store)."""
     _comments: list[dict[int, ShapeComment]] = field(default_factory=list, compare=False)
+    _texts: dict[int, str] = field(default_factory=dict, compare=False)
 
     def shape_comments(self) -> dict[int, ShapeComment]:
         """Statement → the shape comment its author wrote about it (read once, on demand)."""
@@ -148,7 +149,13 @@ class SourceMap:
 
     def statement_text(self, line: int) -> str:
         """The code of the statement that starts on ``line``, comments left out (a long call
-        over several lines is one text; a compound statement gives its header)."""
+        over several lines is one text; a compound statement gives its header; made once)."""
+        text = self._texts.get(line)
+        if text is None:
+            text = self._texts[line] = self._statement_text(line)
+        return text
+
+    def _statement_text(self, line: int) -> str:
         node = self.statements.get(line)
         if isinstance(node, ast.stmt) and not hasattr(node, "body"):
             text = segment(self.lines, node)
