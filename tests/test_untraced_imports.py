@@ -1,5 +1,6 @@
-"""Library imports run untraced under sys.settrace (``import torch`` would take twice as
-long), while user modules are traced as before and tracebacks show only the user's frames."""
+"""Library imports run untraced (under sys.settrace ``import torch`` would take twice as
+long; under sys.monitoring each of its code starts and exceptions is a callback), while user
+modules are traced as before and tracebacks show only the user's frames."""
 
 from __future__ import annotations
 
@@ -80,3 +81,38 @@ def test_the_import_hook_is_restored_also_on_error(tmp_path: Path) -> None:
     assert bootstrap._find_and_load is original
     assert sys.gettrace() is None and sys.getprofile() is None
     assert "json.tool" in sys.modules
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring needs Python 3.12+")
+def test_library_imports_start_no_callbacks_under_monitoring(tmp_path: Path) -> None:
+    """Under sys.monitoring a library import's code starts and exceptions (60,000 of them
+    for torch with torch._dynamo) reach none of our callbacks; user code is still followed."""
+    user = tmp_path / "helper_mod.py"
+    user.write_text("def double(x):\n    y = x * 2\n    return y\n")
+    sys.path.insert(0, str(tmp_path))
+    built = engine_for(ScopeConfig(root=str(tmp_path)), backend="monitoring")
+    tracer, events = built.backend, built.recorder
+    for name in ("colorsys", "json.tool", "helper_mod"):
+        sys.modules.pop(name, None)
+    try:
+        with pytest.raises(ZeroDivisionError), tracer:
+            tool = tracer._tool
+            wanted = sys.monitoring.get_events(tool)
+            import colorsys  # noqa: F401  (a library import while tracing)
+
+            importlib.import_module("json.tool")
+            assert sys.monitoring.get_events(tool) == wanted  # resumed after each
+            import helper_mod  # a user module: followed
+
+            helper_mod.double(3)
+            loaded = {sys.modules["colorsys"].__file__, sys.modules["json.tool"].__file__}
+            assert not [c for c in events._seen_codes if c.co_filename in loaded]
+            assert [c.co_name for c in events._seen_codes if c.co_filename == str(user)] == [
+                "<module>",
+                "double",
+            ]
+            _ = 1 / 0
+        assert sys.monitoring.get_tool(tool) is None
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("helper_mod", None)

@@ -9,6 +9,11 @@ a line's event is disabled after ``sample_hits`` hits and the line is marked sam
 counts are then lower bounds): a hot loop runs at full speed once every line has been seen
 enough. Another tool's ``restart_events()`` re-enables those lines; their next event simply
 returns ``DISABLE`` again. Tool id 3 or 4: 0 is debugpy's, 2 cProfile's.
+
+While a library module loads, the tool's global events (PY_START, RAISE, PY_UNWIND) are off
+(:mod:`shapelens.engine.backends.untraced_imports`): ``import torch`` and its lazy
+``torch._dynamo`` start 14,000 code objects and raise or unwind 60,000 exceptions of their
+own, each a callback of ours (+0.3 s on 2.4 s).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
 
+from shapelens.engine.backends.untraced_imports import UntracedImports
 from shapelens.engine.modules.tree import OnRearm, OnReturn
 from shapelens.engine.recording.sampling import DENSE_HITS
 from shapelens.engine.recording.statement_recorder import NO_STATEMENT, StatementRecorder
@@ -53,6 +59,11 @@ class MonitoringTracer:
         self._generation = [0]  # how many times they were
         self._call_check: Callable[[Any, Any], bool] | None = None
         self._user_events = 0  # the local events of user code (set when started)
+        self._imports = UntracedImports(
+            lambda path: events.scope.user_file(path) is not None,
+            lambda: self._set_global_events(False),
+            lambda: self._set_global_events(True),
+        )
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -72,9 +83,8 @@ class MonitoringTracer:
             (events.CALL, self._on_call),
         ):
             monitoring.register_callback(tool, event, callback)
-        # Exceptions are global events only; their callbacks return at once for other code.
-        monitoring.set_events(tool, events.PY_START | events.RAISE | events.PY_UNWIND)
         self._tool = tool
+        self._set_global_events(True)
         self._user_events = events.LINE | events.PY_RETURN | events.PY_YIELD
         if self._call_check is not None:
             self._user_events |= events.CALL
@@ -83,11 +93,22 @@ class MonitoringTracer:
         if self.adaptive:  # a shape varied: the lines it goes through are read again now
             self.events.on_news(lambda: self._rearm(time.monotonic()), varied=True)
         self.events.start_listening()
+        self._imports.install()
+
+    def _set_global_events(self, on: bool) -> None:
+        """Exceptions are global events only (their callbacks return at once for other code);
+        off, with PY_START, while a library module loads."""
+        if self._tool is None:
+            return
+        events = sys.monitoring.events  # type: ignore[attr-defined,unused-ignore]
+        wanted = events.PY_START | events.RAISE | events.PY_UNWIND if on else 0
+        sys.monitoring.set_events(self._tool, wanted)  # type: ignore[attr-defined,unused-ignore]
 
     def stop(self) -> None:
         tool = self._tool
         if tool is None:
             return
+        self._imports.remove()
         self._tool = None
         self.events.stop_listening()
         monitoring = sys.monitoring  # type: ignore[attr-defined,unused-ignore]

@@ -1,9 +1,10 @@
-"""Imports of library modules run untraced (the ``sys.settrace`` backend).
+"""Imports of library modules run untraced (both backends).
 
 Under ``sys.settrace`` every Python call is a call event, and ``import torch`` makes about a
 million of them: traced, it takes twice as long, though none of that code is the user's.
-While installed, loading a module outside user code runs with the tracer paused; user
-modules import as usual.
+Under ``sys.monitoring`` each code object's first start and every exception is one (14,000
+and 60,000 for ``import torch`` with ``torch._dynamo``). While installed, loading a module
+outside user code runs with the tracer paused; user modules import as usual.
 
 The hook is importlib's ``_find_and_load``, which the interpreter calls only when a module
 is not loaded yet (``import``, ``from ... import``, ``importlib.import_module`` all go
