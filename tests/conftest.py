@@ -129,6 +129,24 @@ class Run:
         return [rendered(f) for f in self.trace["findings"] if f["kind"] == kind]
 
 
+def told(run: Run) -> list[tuple[Any, ...]]:
+    """What the user is told of each finding: where, what, what was passed, and the lines
+    its chain goes through (from the line where the wrong value started)."""
+    assert run.trace is not None, run.stderr
+    return sorted(
+        (
+            f["kind"],
+            os.path.basename(f["file"]),
+            f["line"],
+            f.get("expression"),
+            f.get("error"),
+            tuple((o.get("name"), tuple(o.get("shape") or ())) for o in f.get("operands", [])),
+            tuple((os.path.basename(s["file"]), s["line"]) for s in f.get("chain", [])),
+        )
+        for f in run.trace["findings"]
+    )
+
+
 def rendered(data: dict[str, Any]) -> dict[str, Any]:
     finding = finding_from_json(data)
     related = [

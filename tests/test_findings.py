@@ -304,3 +304,33 @@ def test_broadcast_operands_are_complete(script, tmp_path: Path) -> None:  # typ
         "cpu",
         None,
     )
+
+
+def test_a_statement_gone_quiet_leaves_the_next_ones_watched(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """An optimizer's ``step()`` makes hundreds of torch calls of its own and goes quiet (its
+    calls pass the op watch untouched); the statements after it are watched as before: a
+    broadcast between values no name holds is still found."""
+    need("torch")
+    main = script(
+        """
+        import torch
+        layers = [torch.nn.Linear(4, 4) for _ in range(8)]
+        model = torch.nn.Sequential(*layers, torch.nn.Linear(4, 1))
+        opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+        x, y = torch.randn(8, 4), torch.randn(8, 1)
+        for step in range(3):
+            loss = ((model(x) - y) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        xv, yv = torch.randn(5, 4), torch.randn(5, 1)
+        val = (model(xv) - yv.squeeze(1)).abs().mean()
+        """
+    )
+    run = run_cli("--quiet", "main.py", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    [found] = run.findings("broadcast")
+    assert found["line"] == line_of(main, "val =")
+    assert found["message"].startswith(
+        "broadcast: `model(xv)` (5, 1) - `yv.squeeze(1)` (5,) → (5, 5)"
+    )

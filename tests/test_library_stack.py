@@ -10,8 +10,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from conftest import Run, line_of, rendered, run_cli
+import pytest
+
+from conftest import Run, line_of, rendered, run_cli, told
 
 OFFLINE = {"HF_HUB_OFFLINE": "1"}  # nothing from the Hugging Face hub
 
@@ -316,3 +319,51 @@ def test_a_transformers_model_s_row_counts_its_backward(  # type: ignore[no-unty
         # a linear layer's backward: twice its forward (the input's and the weight's grads)
         assert costs[row]["backward_flops"] >= costs[row]["flops"] > 0, (row, costs[row])
     assert costs[""]["backward_flops"] > costs["transformer"]["backward_flops"]  # + lm_head
+
+
+# -- the whole-script benchmark's library programs, tuned against untuned ----------------------
+BENCH_PROGRAMS = Path(__file__).resolve().parents[1] / "bench" / "programs"
+LABELS_ONE_SHORT = (
+    "labels=input_ids)",
+    "labels=input_ids if step < args.steps - 1 else input_ids[:, 1:])",
+)
+"""GPT-2's labels cut on the last step (a shift done twice): transformers' loss fails."""
+
+
+@pytest.mark.parametrize(
+    ("program", "args", "plant"),
+    [
+        ("gpt2_hf.py", ("--steps", "3"), None),
+        ("gpt2_hf.py", ("--steps", "6"), LABELS_ONE_SHORT),  # the 6th hit: not checked
+        ("timm_resnet.py", ("--steps", "2"), None),
+        ("lightning_module.py", ("--samples", "160"), None),
+    ],
+    ids=["gpt2", "gpt2-labels-cut", "timm", "lightning"],
+)
+def test_the_benchmarks_library_programs_tell_the_same_as_untuned(  # type: ignore[no-untyped-def]
+    library_python: str, tmp_path: Path, program: str, args: tuple[str, ...], plant: Any
+) -> None:
+    """Speed tuning (sampled reads, quiet statements and module tree, lines switched off)
+    changes nothing the user is told: a run with it all off (``SHAPELENS_UNTUNED=1``)
+    reports the same findings, clean and with a bug planted on the last step."""
+    path = tmp_path / program
+    source = (BENCH_PROGRAMS / program).read_text()
+    if plant is not None:
+        assert plant[0] in source
+        source = source.replace(*plant)
+    path.write_text(source)
+    runs = [
+        run_cli("--quiet", program, *args, cwd=tmp_path, python=library_python, cold=True,
+                env={**OFFLINE, **untuned}, timeout=240)
+        for untuned in ({}, {"SHAPELENS_UNTUNED": "1"})
+    ]  # fmt: skip
+    tuned, untuned = runs
+    assert tuned.returncode == untuned.returncode == (1 if plant else 0), tuned.stderr[-3000:]
+    assert told(tuned) == told(untuned)
+    if plant is None:
+        assert told(tuned) == []
+        if program != "lightning_module.py":  # Lightning's own lines carry no timing, ours do
+            assert tuned.stdout == untuned.stdout
+    else:
+        [(kind, _, line, *_)] = told(tuned)
+        assert (kind, line) == ("shape_mismatch", line_of(path, "outputs = model("))

@@ -8,7 +8,12 @@ pushed while the statement runs. It hands each elementwise op called directly fr
 statement's frame, with its operands and result, to the broadcast rule, and keeps the
 torch call that raised (the outermost one: torch's own calls inside it run with the mode
 off) for the failed-call rule. Between checked hits nothing is pushed, so the cost stays
-bounded by lines × log(iterations).
+bounded by lines × log(iterations). A statement whose hit makes more than
+:data:`QUIET_AFTER` calls that are neither its own nor a module's it called (an optimizer's
+``step()``: hundreds of in-place updates in torch.optim; ``trainer.fit()``: a library's
+whole loop) goes quiet: the mode passes its calls straight on for the rest of that hit,
+and it is not watched again (a call that fails there is still explained, as on an
+unwatched hit).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any, NamedTuple
 from shapelens.engine.findings.call_trials import Verdict, judge
 from shapelens.engine.findings.op_names import op_label
 from shapelens.engine.source.elementwise import OPERATOR_NAMES
+from shapelens.engine.switches import tuned
 from shapelens.engine.torch_support import torch_compat
 from shapelens.engine.torch_support.watched_warnings import shown_at_the_caller
 
@@ -82,6 +88,10 @@ _MAX_JUDGED = 64
 """Failed calls judged in a run (each is called again a few times on meta tensors)."""
 _MAX_DEPTH = 40
 """Frames walked from a failing call up to the user's (torch, and libraries between)."""
+QUIET_AFTER = tuned(128)
+"""Calls of one watched hit that no rule looks at, after which its statement goes quiet."""
+_OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+"""The engine's own code: its metadata reads (the module tree's) pass the mode untouched."""
 
 
 class FailedCall:
@@ -136,6 +146,16 @@ class OpWatch:
         self._torch_dir = ""
         self._failed: FailedCall | None = None
         self._judged = 0
+        self.passing = False
+        """The mode hands calls straight on: the statement it watches went quiet."""
+        self._current: FrameType | None = None
+        """The frame whose statement the active mode watches (the innermost watched)."""
+        self._unused: dict[int, int] = {}
+        """Watched frames' calls of their hit so far that no rule looks at."""
+        self._statements: dict[int, tuple[CodeType, int]] = {}
+        """Watched frames' statements: (code, the line the hit started on)."""
+        self._quiet: set[tuple[CodeType, int]] = set()
+        """Statements gone quiet: never watched again."""
 
     def begin(self, frame: FrameType) -> bool:
         """Watch ``frame``'s statement until :meth:`end`; False when torch cannot be watched
@@ -146,18 +166,25 @@ class OpWatch:
         compiler = getattr(torch, "compiler", None)
         if compiler is not None and compiler.is_compiling():
             return False
+        statement = (frame.f_code, frame.f_lineno)
+        if statement in self._quiet:
+            return False
         if self._mode is None:
             self._mode = _make_mode(torch, self)
             self._torch_dir = os.path.dirname(str(torch.__file__))
         if not self._active and not self._activate(torch):
             return False
         self._frames[id(frame)] = frame
+        self._statements[id(frame)] = statement
+        self._current, self._unused[id(frame)] = frame, 0
         return True
 
     def end(self, frame: FrameType) -> None:
         """``frame``'s statement is over (the frame runs: it is the innermost user frame)."""
         if self._frames.pop(id(frame), None) is None:
             return
+        self._statements.pop(id(frame), None)
+        self._unused.pop(id(frame), None)
         if not self._frames:
             self._failed = None  # nothing of the program stays alive through us
         if self._active and not self._deactivate():
@@ -183,8 +210,9 @@ class OpWatch:
                 return
             if frames.get(id(frame)) is frame:
                 torch = sys.modules.get("torch")
-                if torch is not None:
+                if torch is not None and self._statements.get(id(frame)) not in self._quiet:
                     self._activate(torch)
+                    self._current = frame
                 return
             if self.is_user_code(frame.f_code):
                 return
@@ -202,9 +230,20 @@ class OpWatch:
         if torch_compat.top_function_mode(torch) is not self._mode:
             return False
         torch_compat.pop_function_mode(torch)
-        self._active = False
+        self._active = self.passing = False
         self.forget_walk()
         return True
+
+    def _unused_call(self) -> None:
+        """A call of the watched hit that no rule looks at: past :data:`QUIET_AFTER` of
+        them its statement goes quiet (see the module's doc)."""
+        current = self._current
+        if current is None or id(current) not in self._unused:
+            return
+        count = self._unused[id(current)] = self._unused[id(current)] + 1
+        if count > QUIET_AFTER:
+            self._quiet.add(self._statements[id(current)])
+            self.passing = True
 
     def forget_walk(self) -> None:
         self._last_walk = (None, _NOWHERE)
@@ -250,8 +289,10 @@ class OpWatch:
         if cached[0] is not caller:  # the same for every op a frame makes
             cached = self._last_walk = (caller, self._walk(caller))
         frame, direct, module, wrapper = cached[1]
-        if frame is None:
-            return
+        if frame is None or not (direct or module is not None):
+            self._unused_call()  # library code's own calls (an optimizer's updates)
+            if frame is None:
+                return
         spec = _OPS.get(getattr(func, "__name__", "")) if direct else None
         if spec is not None and len(args) >= 2:
             symbol, reversed_ = spec
@@ -409,6 +450,8 @@ def _make_mode(torch: Any, watch: OpWatch) -> Any:
             self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
         ) -> Any:
             caller = sys._getframe(1)
+            if watch.passing or caller.f_code.co_filename.startswith(_OURS):
+                return func(*args, **(kwargs or {}))  # a quiet statement's, or our own read
             if watch._last_walk[0] is not caller:
                 watch.forget_walk()  # before the op allocates: its frame's locals may go
             try:

@@ -166,8 +166,25 @@ class Provenance:
             made_it = first.source
             if made_it is not None and start is not None and start.shape != made_it.meta[0]:
                 steps[-1] = _step(made_it, subject)
+        if of_shape and len(steps) >= 2 and _stacked(steps[-1], steps[-2]):
+            steps.pop()  # the batch starts where it was stacked, not at one sample's tensor
         steps.reverse()
         return steps[:MAX_STEPS]
+
+
+def _stacked(made: CauseStep, then: CauseStep) -> bool:
+    """Whether ``then`` put the tensor ``made`` made (a sample's, made from no tensor) into
+    a batch in front of its dims: a DataLoader's collate stacking what a dataset made. The
+    chain keeps that step only when a batch dim failed, which no sample had."""
+    made_facts, given_facts, batch_facts = made.after, then.before, then.after
+    if made.before is not None or made.op is None:
+        return False
+    if made_facts is None or given_facts is None or batch_facts is None:
+        return False
+    sample, given, batch = made_facts.shape, given_facts.shape, batch_facts.shape
+    if sample is None or given is None or batch is None or sample != given:
+        return False
+    return len(batch) > len(given) and tuple(batch[len(batch) - len(given) :]) == tuple(given)
 
 
 def _step(made: Made, subject: str) -> CauseStep:

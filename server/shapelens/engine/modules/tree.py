@@ -41,16 +41,17 @@ from shapelens.engine.modules.calls import (
 from shapelens.engine.modules.layout import Layout, entry, lay_out
 from shapelens.engine.recording.scope import UserCodeScope
 from shapelens.engine.source.source_map import SourceMaps
+from shapelens.engine.switches import tuned
 from shapelens.engine.torch_support import torch_compat
 from shapelens.engine.torch_support.after_import import when_imported
 from shapelens.trace import messages
 
 MAX_MODULES = 5000
 """Modules created in a loop (a fresh ``nn.Linear`` per step) would grow without bound."""
-QUIET_AFTER = 64
+QUIET_AFTER = tuned(64)
 """Calls in a row with nothing new, for each module called since the tree woke, before the
 tree stops watching (the line tracer's dense hits, :data:`sampling.DENSE_HITS`)."""
-QUIET_AGAIN_AFTER = 16
+QUIET_AGAIN_AFTER = tuned(16)
 """The same after a wake: the modules' paces are known by then."""
 WAKE_AFTER_CHECKS = 4096
 """A quiet tree also wakes after this many calls were checked (see :meth:`calling`), so its

@@ -15,8 +15,9 @@ from __future__ import annotations
 import sys
 
 from shapelens.engine.recording.code_info import CodeInfo
+from shapelens.engine.switches import tuned
 
-DENSE_HITS = 64
+DENSE_HITS = tuned(64)
 """A statement's values are read on each of its first hits, and after a change, this many."""
 NEWS_WINDOW = 8
 """Statements of a frame checked after a read in it saw something new."""

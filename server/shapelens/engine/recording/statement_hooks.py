@@ -9,10 +9,11 @@ from types import FrameType
 from typing import Any
 
 from shapelens.engine.recording.code_info import CodeInfo
+from shapelens.engine.switches import tuned
 
 Read = Callable[[FrameType, CodeInfo, int, tuple[str, ...], int], None]
 """(frame, code, statement, names it stored, its hit): read or count what it stored"""
-FIRST_CHECKED = 4
+FIRST_CHECKED = tuned(4)
 """A statement is checked (broadcasts, the op watch) on each of its first hits (a module
 class used several times in one forward), then on hits 8, 16, 32, …"""
 
