@@ -191,6 +191,7 @@ bench: install bytecode
 	  if [ -x $$python ]; then printf -- '--python %s ' $$python; fi; done) --out bench/results/latest.md
 	$(PY) bench/distributed.py --out bench/results/latest.md
 	$(PY) bench/real_programs.py --out bench/results/latest.md
+	$(PY) bench/real_programs.py --breakdown --programs char_gpt,char_gpt_312 --out bench/results/latest.md
 	$(PY) bench/corpus.py --out bench/results/latest.md
 	$(PY) bench/speed_doc.py
 
