@@ -192,6 +192,9 @@ bench: install bytecode
 	$(PY) bench/distributed.py --out bench/results/latest.md
 	$(PY) bench/real_programs.py --out bench/results/latest.md
 	$(PY) bench/real_programs.py --breakdown --programs char_gpt,char_gpt_312 --out bench/results/latest.md
+	for python in $(VENV)/bin/python .venv312/bin/python; do \
+	  if [ -x $$python ]; then $$python bench/program_floor.py --out bench/results/latest.md || exit 1; fi; \
+	done
 	$(PY) bench/corpus.py --out bench/results/latest.md
 	$(PY) bench/speed_doc.py
 

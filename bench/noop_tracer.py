@@ -29,23 +29,41 @@ def _settrace(root: str) -> None:
     sys.settrace(global_)
 
 
+_TOOL = 1  # sys.monitoring's PROFILER_ID (ShapeLens uses 3 to 5)
+
+
 def _monitoring(root: str) -> None:
     monitoring = sys.monitoring
-    tool = monitoring.PROFILER_ID
-    monitoring.use_tool_id(tool, "noop")
+    monitoring.use_tool_id(_TOOL, "noop")
     events = monitoring.events
 
     def started(code: CodeType, offset: int) -> Any:
         if code.co_filename.startswith(root):
-            monitoring.set_local_events(tool, code, events.LINE)
+            monitoring.set_local_events(_TOOL, code, events.LINE)
         return monitoring.DISABLE
 
     def line(code: CodeType, number: int) -> None:
         return None
 
-    monitoring.register_callback(tool, events.PY_START, started)
-    monitoring.register_callback(tool, events.LINE, line)
-    monitoring.set_events(tool, events.PY_START)
+    monitoring.register_callback(_TOOL, events.PY_START, started)
+    monitoring.register_callback(_TOOL, events.LINE, line)
+    monitoring.set_events(_TOOL, events.PY_START)
+
+
+def install_noop_tracer(root: str) -> None:
+    """A no-op line tracer of the code of files under ``root`` (this thread)."""
+    if sys.version_info >= (3, 12):
+        _monitoring(root)
+    else:
+        _settrace(root)
+
+
+def remove_noop_tracer() -> None:
+    if sys.version_info >= (3, 12):
+        sys.monitoring.set_events(_TOOL, 0)
+        sys.monitoring.free_tool_id(_TOOL)
+    else:
+        sys.settrace(None)
 
 
 def main() -> None:
@@ -53,10 +71,7 @@ def main() -> None:
     root = os.path.dirname(script) + os.sep
     sys.argv = sys.argv[1:]
     sys.path[0] = os.path.dirname(script)
-    if sys.version_info >= (3, 12):
-        _monitoring(root)
-    else:
-        _settrace(root)
+    install_noop_tracer(root)
     runpy.run_path(script, run_name="__main__")
 
 
