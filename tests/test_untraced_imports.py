@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -84,9 +85,13 @@ def test_the_import_hook_is_restored_also_on_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring needs Python 3.12+")
-def test_library_imports_start_no_callbacks_under_monitoring(tmp_path: Path) -> None:
+def test_library_imports_start_no_callbacks_under_monitoring(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Under sys.monitoring a library import's code starts and exceptions (60,000 of them
     for torch with torch._dynamo) reach none of our callbacks; user code is still followed."""
+    current = threading.current_thread()  # a program of one thread (a test run may have more)
+    monkeypatch.setattr(threading, "enumerate", lambda: [current])
     user = tmp_path / "helper_mod.py"
     user.write_text("def double(x):\n    y = x * 2\n    return y\n")
     sys.path.insert(0, str(tmp_path))
@@ -116,3 +121,43 @@ def test_library_imports_start_no_callbacks_under_monitoring(tmp_path: Path) -> 
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("helper_mod", None)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="sys.monitoring needs Python 3.12+")
+def test_user_code_another_thread_starts_during_a_library_import_is_followed(
+    script, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    """sys.monitoring's events are global: a library import on one thread must not hide a
+    function another thread starts meanwhile (a logger's thread importing lazily while the
+    main thread enters ``train()``)."""
+    library = tmp_path.parent / f"{tmp_path.name}-site"
+    library.mkdir()
+    (library / "slow_library.py").write_text(
+        "import sys, time\nstarted = sys.modules['__main__'].started\n"
+        "started.set()\ntime.sleep(0.5)  # the main thread starts train() meanwhile\n"
+    )
+    main = script(
+        f"""
+        import sys, threading
+        sys.path.insert(0, {str(library)!r})
+        started = threading.Event()
+
+        def train():
+            total = 0
+            for step in range(3):
+                total += step
+            return total
+
+        def load():
+            import slow_library
+
+        loader = threading.Thread(target=load)
+        loader.start()
+        started.wait()
+        result = train()
+        loader.join()
+        """
+    )
+    run = run_cli("--backend", "monitoring", "main.py", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert run.var(main, line_of(main, "total += step"), "total")["hits"] == 3

@@ -8,5 +8,7 @@ import os
 
 ENGINE_PACKAGE = __name__
 """Every module under it is the engine's: its code runs only from the interpreter's callbacks."""
+OUR_THREADS = "shapelens-"
+"""The names of the threads ShapeLens starts next to user code begin so (none runs it)."""
 SHAPELENS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 """The ``shapelens`` package's folder: frames of files under it are ShapeLens's own."""

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import NoReturn
 
 from shapelens.debug import PYDEVD_PLUGIN_ROOT
+from shapelens.engine import OUR_THREADS
 from shapelens.engine.backends.choice import BackendUnavailable, choose_backend
 from shapelens.engine.recording.scope import ScopeConfig
 from shapelens.engine.session import Engine, EngineConfig
@@ -279,7 +280,7 @@ class ChildRun:
         code, path = self.prepare()
         self._crash_file = os.fdopen(config.crash_fd, "w", closefd=False)
         faulthandler.enable(file=self._crash_file, all_threads=False)
-        flusher = threading.Thread(target=self._flusher, name="shapelens-flush", daemon=True)
+        flusher = threading.Thread(target=self._flusher, name=f"{OUR_THREADS}flush", daemon=True)
         flusher.is_pydev_daemon_thread = True  # type: ignore[attr-defined]  # never paused
         flusher.start()
         if config.options.tracing.debug:

@@ -10,21 +10,23 @@ counts are then lower bounds): a hot loop runs at full speed once every line has
 enough. Another tool's ``restart_events()`` re-enables those lines; their next event simply
 returns ``DISABLE`` again. Tool id 3 or 4: 0 is debugpy's, 2 cProfile's.
 
-While a library module loads, the tool's global events (PY_START, RAISE, PY_UNWIND) are off
-(:mod:`shapelens.engine.backends.untraced_imports`): ``import torch`` and its lazy
-``torch._dynamo`` start 14,000 code objects and raise or unwind 60,000 exceptions of their
-own, each a callback of ours (+0.3 s on 2.4 s).
+While a library module loads and no other thread runs, the tool's global events (PY_START,
+RAISE, PY_UNWIND) are off (:mod:`shapelens.engine.backends.untraced_imports`): ``import
+torch`` and its lazy ``torch._dynamo`` start 14,000 code objects and raise or unwind 60,000
+exceptions of their own, each a callback of ours (+0.3 s on 2.4 s).
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import time
 from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
 
+from shapelens.engine import OUR_THREADS
 from shapelens.engine.backends.untraced_imports import UntracedImports
 from shapelens.engine.modules.tree import OnRearm, OnReturn
 from shapelens.engine.recording.sampling import DENSE_HITS
@@ -61,9 +63,10 @@ class MonitoringTracer:
         self._user_events = 0  # the local events of user code (set when started)
         self._imports = UntracedImports(
             lambda path: events.scope.user_file(path) is not None,
-            lambda: self._set_global_events(False),
-            lambda: self._set_global_events(True),
+            self._pause_for_import,
+            self._resume_after_import,
         )
+        self._paused_for_import = False
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -103,6 +106,20 @@ class MonitoringTracer:
         events = sys.monitoring.events  # type: ignore[attr-defined,unused-ignore]
         wanted = events.PY_START | events.RAISE | events.PY_UNWIND if on else 0
         sys.monitoring.set_events(self._tool, wanted)  # type: ignore[attr-defined,unused-ignore]
+
+    def _pause_for_import(self) -> None:
+        """The tool's events are global: off, they are off for every thread, and user code
+        another thread starts meanwhile would go unseen (a whole ``train()``). So only while
+        no other thread of the program runs (ours, the flusher, run none of its code)."""
+        current = threading.current_thread()
+        if all(t is current or t.name.startswith(OUR_THREADS) for t in threading.enumerate()):
+            self._paused_for_import = True
+            self._set_global_events(False)
+
+    def _resume_after_import(self) -> None:
+        if self._paused_for_import:
+            self._paused_for_import = False
+            self._set_global_events(True)
 
     def stop(self) -> None:
         tool = self._tool
