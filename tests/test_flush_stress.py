@@ -13,12 +13,14 @@ import textwrap
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
 from shapelens.engine.backends.monitoring import MonitoringTracer
+from shapelens.engine.recording.news import News
 from shapelens.engine.recording.run_records import RunRecords
 from shapelens.engine.recording.scope import ScopeConfig
 from shapelens.engine.session import engine_for
@@ -179,3 +181,51 @@ def test_the_last_flush_sends_the_values_a_frames_end_read_without_a_hit() -> No
         var for m in sent if m["t"] == messages.VARS for var in m["entries"] if var.name == "a"
     )
     assert (after.hits, after.shape) == (201, [3])  # i = 200, read as the frame ended
+
+
+def test_a_variation_seen_while_another_thread_registers_code_does_not_raise() -> None:
+    """Another thread may register a code object between two steps of the loop that tells
+    every code object to read its next hit (here: the first one's ``clear`` does it, as a
+    thread switch there would). The storm above hit this, under load, in a user's thread."""
+    codes: dict[int, Any] = {}
+
+    class Registering(dict[int, int]):
+        def clear(self) -> None:
+            codes[len(codes)] = None  # a new code object, registered meanwhile
+            super().clear()
+
+    first, second = SimpleNamespace(read_at=Registering({3: 1})), SimpleNamespace(read_at={4: 1})
+    codes.update({0: first, 1: second})
+    told: list[str] = []
+    news = News()
+    news.on_news(lambda: told.append("varied"), varied=True)
+    news.seen(codes.values(), varied=True)
+    assert first.read_at == second.read_at == {}
+    assert told == ["varied"] and len(codes) == 3
+
+
+def loop_of(steps: int) -> int:
+    total = 0
+    for i in range(steps):
+        total += i
+    return total
+
+
+def test_two_threads_switching_the_same_line_on_count_its_estimate_once() -> None:
+    """Threads running the same code share its tables: both may find a line switched off
+    (sys.monitoring) and switch it on, one after the other. The second finds it on already
+    (it raised KeyError in the user's thread)."""
+    here = str(Path(__file__).parent)
+    built = engine_for(ScopeConfig(root=here, functions=("loop_of",)), backend="settrace")
+    recorder, records = built.recorder, built.records
+    with built.backend:
+        loop_of(200)
+    info = recorder.info_for(loop_of.__code__)
+    assert info is not None
+    body = loop_of.__code__.co_firstlineno + 3
+    assert recorder.switch_off(info, body, count=200, generation=1)
+    recorder.switch_on(info, body)
+    recorder.switch_on(info, body)  # the other thread's
+    assert records.hits_now(info.file, body) == 200
+    assert records.estimates == {}
+    assert body not in info.switched_off and info.read_at[body] == 0

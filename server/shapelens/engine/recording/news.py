@@ -26,7 +26,9 @@ class News:
     def seen(self, codes: Iterable[CodeInfo | None], *, varied: bool) -> None:
         """A read saw news (``varied``: a variation); ``codes``: every code object known."""
         if varied:
-            for code in codes:
+            # A snapshot: another thread may register a code object meanwhile (taken in C,
+            # under the GIL; iterating the live dict's view raised in the user's thread).
+            for code in tuple(codes):
                 if code is not None:
                     code.read_at.clear()  # each line reads its next hit
             for listener in self._variation_listeners:

@@ -298,9 +298,9 @@ class StatementRecorder:
     def switch_on(self, info: CodeInfo, statement: int) -> None:
         """The backend reports ``statement`` again (re-armed): the estimate becomes its count,
         and its values are read on this hit."""
-        del info.switched_off[statement]
-        self.records.switch_on(info.file, statement)
-        info.read_at[statement] = 0
+        if info.switched_off.pop(statement, None) is not None:  # else another thread's did
+            self.records.switch_on(info.file, statement)
+            info.read_at[statement] = 0
 
     def mark_sampled(self, info: CodeInfo, statement: int) -> None:
         """The backend stops reporting ``statement`` (sampling): its counts are lower bounds."""
