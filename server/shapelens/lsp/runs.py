@@ -20,6 +20,7 @@ from pygls.progress import Progress
 from shapelens.lsp.notifications import DEBUG_LISTENING
 from shapelens.lsp.settings import Settings
 from shapelens.lsp.uris import path_of
+from shapelens.present.listing import tracing_stopped
 from shapelens.present.memory import peak_status
 from shapelens.runner.contract import RunRequest
 from shapelens.runner.launcher import (
@@ -283,6 +284,11 @@ class RunManager:
         return {"status": "error", "message": message}
 
     def _announce(self, name: str, trace: Trace, status: str) -> None:
+        if trace.tracing_stopped is not None:
+            self.host.show_message(
+                types.MessageType.Warning,
+                f"ShapeLens: {name}: {tracing_stopped(trace.tracing_stopped)}",
+            )
         exc = trace.exception
         where = f" at line {exc.line}" if exc is not None and exc.line else ""
         if status == "ok" or (status == "exit" and trace.exit_code == 0):

@@ -112,7 +112,19 @@ def _listing(
     if trace.memory is not None:
         out.extend(colors.dim(line) for line in memory_summary(trace.memory, where.cwd))
     out.append(_summary(trace, colors))
+    if trace.tracing_stopped is not None:
+        out.append(
+            colors.severity("warning", f"shapelens: {tracing_stopped(trace.tracing_stopped)}")
+        )
     return out
+
+
+def tracing_stopped(why: str) -> str:
+    """What to tell when tracing stopped before the program ended (``tracing.stopped``)."""
+    return (
+        f"tracing stopped early, the program ran on untraced from there: {why}. "
+        "This is a ShapeLens bug; please report it."
+    )
 
 
 def _ordered_files(trace: Trace) -> list[str]:

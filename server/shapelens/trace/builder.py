@@ -62,6 +62,8 @@ class TraceBuilder:
         self.tracing: TracingCore | None = None
         self._memory: dict[str, Any] | None = None
         self.error: str | None = None
+        self.fault: str | None = None
+        """Why tracing stopped early (a ``fault`` message), if it did."""
         self.stopped = False
         self.end: dict[str, Any] | None = None
         self._hits: dict[tuple[str, int], int] = {}
@@ -128,6 +130,8 @@ class TraceBuilder:
             if isinstance(core, str):
                 gate_off = message.get("gate_off")
                 self.tracing = TracingCore(core, gate_off if isinstance(gate_off, str) else None)
+        elif kind == messages.FAULT:
+            self.fault = str(message.get("message"))
         elif kind == messages.ERROR:
             self.error = str(message.get("message"))
         elif kind == messages.STOPPED:
@@ -220,6 +224,7 @@ class TraceBuilder:
             argv=tuple(self.argv),
             python=self.python or "0.0.0",
             tracing=self.tracing,
+            tracing_stopped=self.fault,
             duration_s=duration_s,
             status=status,
             exit_code=exit_code,

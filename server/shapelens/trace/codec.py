@@ -134,6 +134,7 @@ def trace_to_json(trace: Trace) -> dict[str, Any]:
         **({"cells": [_cell_to_json(c) for c in trace.cells]} if trace.cells else {}),
         **({"memory": _memory_to_json(trace.memory)} if trace.memory is not None else {}),
         **({"ranks": [_rank_end_to_json(r) for r in trace.ranks]} if trace.ranks else {}),
+        **({"tracing_stopped": trace.tracing_stopped} if trace.tracing_stopped else {}),
     }
 
 
@@ -240,10 +241,8 @@ def memory_from_json(data: Any) -> MemoryReport | None:
 
 
 def _tracing_to_json(tracing: TracingCore) -> dict[str, Any]:
-    out: dict[str, Any] = {"core": tracing.core}
-    if tracing.gate_off is not None:
-        out["gate_off"] = tracing.gate_off
-    return out
+    gate_off = {} if tracing.gate_off is None else {"gate_off": tracing.gate_off}
+    return {"core": tracing.core, **gate_off}
 
 
 def _tracing_of(data: Any) -> TracingCore | None:
@@ -470,6 +469,7 @@ def trace_from_json(data: Any) -> Trace:
             modules=tuple(module_from_json(m) for m in data.get("modules", ())),
             cells=tuple(_cell_from_json(c) for c in data.get("cells", ())),
             ranks=tuple(_rank_end_from_json(r) for r in data.get("ranks", ())),
+            tracing_stopped=data.get("tracing_stopped"),
         )
     except (KeyError, TypeError, ValueError) as err:
         raise TraceFormatError(f"malformed {SCHEMA_ID} trace: {err!r}") from err

@@ -19,6 +19,9 @@
                                                code that may wait on other ranks, at flushes
   debug     {host, port}                       debugpy listens there, waiting for a client
   error     {message}                          the target could not be started
+  fault     {message}                          tracing stopped early: an error of ours
+                                               inside a tracing callback (the program ran
+                                               on untraced)
   stopped   {}                                 answer to a stop request on the control pipe
   end       {status, exit_code, exception, ended_at}     the run finished (normally or not)
 
@@ -56,6 +59,7 @@ COLLECTIVES: Final = "collectives"
 POSITION: Final = "position"
 DEBUG: Final = "debug"
 ERROR: Final = "error"
+FAULT: Final = "fault"
 STOPPED: Final = "stopped"
 END: Final = "end"
 
@@ -203,6 +207,11 @@ class Error(TypedDict):
     message: str
 
 
+class Fault(TypedDict):
+    t: Literal["fault"]
+    message: str
+
+
 class Stopped(TypedDict):
     t: Literal["stopped"]
 
@@ -281,6 +290,7 @@ Message = (
     | Position
     | Debug
     | Error
+    | Fault
     | Stopped
     | End
 )
@@ -352,6 +362,10 @@ def debug(*, host: str, port: int) -> Debug:
 
 def error(message: str) -> Error:
     return {"t": ERROR, "message": message}
+
+
+def fault(message: str) -> Fault:
+    return {"t": FAULT, "message": message}
 
 
 def stopped() -> Stopped:

@@ -336,6 +336,9 @@ class Trace:
     """A shape-only run's memory and FLOPs, per line and per device."""
     ranks: tuple[RankEnd, ...] = ()
     """A distributed run: how and where each rank ended (empty for a single process)."""
+    tracing_stopped: str | None = None
+    """Why tracing stopped before the program ended (an error of ours inside a tracing
+    callback: the program ran on untraced from there), where it did."""
 
     @property
     def files(self) -> list[str]:

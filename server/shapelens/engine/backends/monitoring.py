@@ -27,6 +27,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from shapelens.engine import OUR_THREADS
+from shapelens.engine.backends.faults import fault_text
 from shapelens.engine.backends.untraced_imports import UntracedImports
 from shapelens.engine.modules.tree import OnRearm, OnReturn
 from shapelens.engine.recording.sampling import DENSE_HITS
@@ -67,6 +68,7 @@ class MonitoringTracer:
             self._resume_after_import,
         )
         self._paused_for_import = False
+        self._halted = False  # after an error of ours (:meth:`_faulted`): nothing turns on
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -101,7 +103,7 @@ class MonitoringTracer:
     def _set_global_events(self, on: bool) -> None:
         """Exceptions are global events only (their callbacks return at once for other code);
         off, with PY_START, while a library module loads."""
-        if self._tool is None:
+        if self._tool is None or self._halted:
             return
         events = sys.monitoring.events  # type: ignore[attr-defined,unused-ignore]
         wanted = events.PY_START | events.RAISE | events.PY_UNWIND if on else 0
@@ -135,6 +137,21 @@ class MonitoringTracer:
         self._enabled.clear()
         monitoring.free_tool_id(tool)
 
+    def _faulted(self, err: Exception, frame: FrameType | None) -> None:
+        """An error of ours in a callback (:mod:`.faults`): tracing stops, and the run says
+        why. The tool's events go off for every thread; :meth:`stop` frees it later."""
+        self.events.records.note_fault(fault_text(err, frame))
+        tool = self._tool
+        if tool is None or self._halted:
+            return
+        self._halted = True
+        monitoring = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
+        with contextlib.suppress(Exception):
+            self._imports.remove()
+            monitoring.set_events(tool, 0)
+            for code in list(self._enabled):
+                monitoring.set_local_events(tool, code, 0)
+
     def forked(self) -> None:
         """In a forked child of user code: tracing off there for good. Called from an
         at-fork hook, which must not fail the user's fork."""
@@ -156,7 +173,7 @@ class MonitoringTracer:
         """``check(callee, first_argument)`` on the CALL events of user code; a call site
         whose check says False is disabled until the lines are re-armed."""
         self._call_check = check
-        if self._tool is None:
+        if self._tool is None or self._halted:
             return
         self._user_events |= sys.monitoring.events.CALL  # type: ignore[attr-defined,unused-ignore]
         for code in self._enabled:  # user code that started before
@@ -177,7 +194,7 @@ class MonitoringTracer:
             self._watch(self._watched)
 
     def _watch(self, code: CodeType) -> None:
-        if self._watch_paused:
+        if self._watch_paused or self._halted:
             return
         events = sys.monitoring.events  # type: ignore[attr-defined,unused-ignore]
         sys.monitoring.set_local_events(self._tool, code, events.PY_RETURN)  # type: ignore[attr-defined,unused-ignore]
@@ -192,16 +209,20 @@ class MonitoringTracer:
 
     # -- callbacks -------------------------------------------------------------------------
     def _on_start(self, code: CodeType, offset: int) -> Any:
-        info = self._info(code)
-        if info is None:
-            return sys.monitoring.DISABLE  # type: ignore[attr-defined,unused-ignore]
-        if code not in self._enabled:
-            sys.monitoring.set_local_events(self._tool, code, self._user_events)  # type: ignore[attr-defined,unused-ignore]
-            self._enabled.add(code)
-        frame = sys._getframe(1)
-        self._previous[id(frame)] = NO_STATEMENT
-        self.events.enter_call(frame, info)
-        return None
+        try:
+            info = self._info(code)
+            if info is None:
+                return sys.monitoring.DISABLE  # type: ignore[attr-defined,unused-ignore]
+            if code not in self._enabled:
+                sys.monitoring.set_local_events(self._tool, code, self._user_events)  # type: ignore[attr-defined,unused-ignore]
+                self._enabled.add(code)
+            frame = sys._getframe(1)
+            self._previous[id(frame)] = NO_STATEMENT
+            self.events.enter_call(frame, info)
+            return None
+        except Exception as err:  # ours: never the program's (see .faults)
+            self._faulted(err, sys._getframe(1))
+            return None
 
     def _rearm(self, now: float) -> None:
         """Switch the switched-off lines on again (they read their next hit)."""
@@ -231,95 +252,120 @@ class MonitoringTracer:
         rearm_at = self._rearm_at
         rearm_at[0] = clock() + REARM_INTERVAL_S
         generation = self._generation  # how many re-arms so far
+        faulted = self._faulted
 
         def on_line(code: CodeType, line: int) -> Any:
-            info = codes.get(id(code))
-            if info is None:
-                info = info_for(code)
+            try:
+                info = codes.get(id(code))
                 if info is None:
+                    info = info_for(code)
+                    if info is None:
+                        return disable
+                statement = info.statement_of.get(line, line)
+                frame = getframe(1)
+                key = id(frame)
+                previous = previous_of.get(key, NO_STATEMENT)
+                if statement == previous:
+                    # A loop header's own line again: a new iteration, its body switched off.
+                    if line != statement or statement not in info.loop_headers:
+                        return None
+                    now = clock()
+                    if now < rearm_at[0]:
+                        iterated(frame, info, statement)
+                        return None
+                    self._rearm(now)  # look at the switched-off lines again
+                off_since = info.switched_off.get(statement)
+                if off_since is not None:
+                    probed = info.probe_at.get(statement)
+                    if probed is not None:
+                        # After a loss: only probe it, before the optimizer steps. Its hits are
+                        # estimated, and the frame's statement stays the last one reported, so
+                        # the loop header's next event is still a cheap new iteration.
+                        probe_loss(frame, info, probed)
+                        return None
+                    if off_since == generation[0]:
+                        return disable  # another line of a statement switched off: off too
+                    switch_on(info, statement)
+                previous_of[key] = statement
+                count = started(frame, info, previous, statement)
+                if count >= limit:
+                    mark_sampled(info, statement)
                     return disable
-            statement = info.statement_of.get(line, line)
-            frame = getframe(1)
-            key = id(frame)
-            previous = previous_of.get(key, NO_STATEMENT)
-            if statement == previous:
-                # A loop header's own line again: a new iteration, its body switched off.
-                if line != statement or statement not in info.loop_headers:
-                    return None
-                now = clock()
-                if now < rearm_at[0]:
-                    iterated(frame, info, statement)
-                    return None
-                self._rearm(now)  # look at the switched-off lines again
-            off_since = info.switched_off.get(statement)
-            if off_since is not None:
-                probed = info.probe_at.get(statement)
-                if probed is not None:
-                    # After a loss: only probe it, before the optimizer steps. Its hits are
-                    # estimated, and the frame's statement stays the last one reported, so
-                    # the loop header's next event is still a cheap new iteration.
-                    probe_loss(frame, info, probed)
-                    return None
-                if off_since == generation[0]:
-                    return disable  # another line of a statement switched off: off too
-                switch_on(info, statement)
-            previous_of[key] = statement
-            count = started(frame, info, previous, statement)
-            if count >= limit:
-                mark_sampled(info, statement)
-                return disable
-            if (
-                switch_off is not None
-                and count > DENSE_HITS
-                and statement not in info.loop_headers
-                and switch_off(info, statement, count, generation[0])
-            ):
-                # The frame's last statement stays a loss once probed: only its first
-                # successor probes it.
-                if previous in info.loss_lines and previous not in info.probe_at.values():
-                    info.probe_at[statement] = previous
-                    return None
-                return disable
-            return None
+                if (
+                    switch_off is not None
+                    and count > DENSE_HITS
+                    and statement not in info.loop_headers
+                    and switch_off(info, statement, count, generation[0])
+                ):
+                    # The frame's last statement stays a loss once probed: only its first
+                    # successor probes it.
+                    if previous in info.loss_lines and previous not in info.probe_at.values():
+                        info.probe_at[statement] = previous
+                        return None
+                    return disable
+                return None
+            except Exception as err:  # ours: never the program's (see .faults)
+                faulted(err, getframe(1))
+                return None
 
         return on_line
 
     def _on_return(self, code: CodeType, offset: int, value: Any) -> Any:
-        info = self._info(code)
-        if info is None:
-            if code is self._watched and self._on_watched is not None:
-                self._on_watched(sys._getframe(1), value)
+        try:
+            info = self._info(code)
+            if info is None:
+                if code is self._watched and self._on_watched is not None:
+                    self._on_watched(sys._getframe(1), value)
+                return None
+            frame = sys._getframe(1)
+            previous = self._previous.pop(id(frame), NO_STATEMENT)
+            self.events.frame_returned(frame, info, previous, value, yielded=False)
             return None
-        frame = sys._getframe(1)
-        previous = self._previous.pop(id(frame), NO_STATEMENT)
-        self.events.frame_returned(frame, info, previous, value, yielded=False)
-        return None
+        except Exception as err:  # ours: never the program's (see .faults)
+            self._faulted(err, sys._getframe(1))
+            return None
 
     def _on_call(self, code: CodeType, offset: int, callee: Any, first: Any) -> Any:
-        check = self._call_check
-        if check is None or not check(callee, first):
-            return sys.monitoring.DISABLE  # type: ignore[attr-defined,unused-ignore]
-        return None
+        try:
+            check = self._call_check
+            if check is None or not check(callee, first):
+                return sys.monitoring.DISABLE  # type: ignore[attr-defined,unused-ignore]
+            return None
+        except Exception as err:  # ours: never the program's (see .faults)
+            self._faulted(err, sys._getframe(1))
+            return None
 
     def _on_yield(self, code: CodeType, offset: int, value: Any) -> Any:
-        info = self._info(code)
-        if info is None:
+        try:
+            info = self._info(code)
+            if info is None:
+                return None
+            frame = sys._getframe(1)
+            previous = self._previous.get(id(frame), NO_STATEMENT)  # resumes at that statement
+            self.events.frame_returned(frame, info, previous, value, yielded=True)
             return None
-        frame = sys._getframe(1)
-        previous = self._previous.get(id(frame), NO_STATEMENT)  # resumes at that statement
-        self.events.frame_returned(frame, info, previous, value, yielded=True)
-        return None
+        except Exception as err:  # ours: never the program's (see .faults)
+            self._faulted(err, sys._getframe(1))
+            return None
 
     def _on_raise(self, code: CodeType, offset: int, exc: BaseException) -> Any:
-        info = self.events.known(code)
-        if info is None:
+        try:
+            info = self.events.known(code)
+            if info is None:
+                return None
+            frame = sys._getframe(1)
+            self._previous[id(frame)] = NO_STATEMENT  # the running statement did not complete
+            self.events.exception_raised(frame, info, exc)
             return None
-        frame = sys._getframe(1)
-        self._previous[id(frame)] = NO_STATEMENT  # the running statement did not complete
-        self.events.exception_raised(frame, info, exc)
-        return None
+        except Exception as err:  # ours: never the program's (see .faults)
+            self._faulted(err, sys._getframe(1))
+            return None
 
     def _on_unwind(self, code: CodeType, offset: int, exc: BaseException) -> Any:
-        if self.events.known(code) is not None:
-            self._previous.pop(id(sys._getframe(1)), None)
-        return None
+        try:
+            if self.events.known(code) is not None:
+                self._previous.pop(id(sys._getframe(1)), None)
+            return None
+        except Exception as err:  # ours: never the program's (see .faults)
+            self._faulted(err, sys._getframe(1))
+            return None

@@ -8,12 +8,14 @@ recording is done there.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
 
+from shapelens.engine.backends.faults import fault_text
 from shapelens.engine.backends.library_gate import Gate, GateType
 from shapelens.engine.backends.untraced_imports import UntracedImports
 from shapelens.engine.modules.tree import OnRearm, OnReturn
@@ -46,6 +48,7 @@ class Tracer:
         self._watched_tracer: TraceFunction | None = None
         self._watch_paused = False
         self._call_check: Callable[[Any, Any], bool] | None = None
+        self._halted = False  # after an error of ours (:meth:`_faulted`): no frame is entered
         self._imports = UntracedImports(
             lambda path: events.scope.user_file(path) is not None, self._uninstall, self._resume
         )
@@ -97,18 +100,22 @@ class Tracer:
         _settrace(None)
         threading.settrace(None)
 
+    def _faulted(self, err: Exception, frame: FrameType) -> None:
+        """An error of ours in a trace function (:mod:`.faults`): tracing stops, and the run
+        says why. No frame is entered from now on, and this thread's traced frames are let go
+        (other threads' let go of theirs as they return)."""
+        self.events.records.note_fault(fault_text(err, frame))
+        self._halted = True
+        with contextlib.suppress(Exception):
+            _let_go(frame)
+
     def stop(self) -> None:
         """Restore the tracers that were there before, and detach from running frames."""
         self._imports.remove()
         self.events.stop_listening()
         self._uninstall_for_good()
         threading.settrace(self._previous_threading)
-        frame: FrameType | None = sys._getframe()
-        while frame is not None:
-            trace = frame.f_trace
-            if trace is not None and getattr(trace, "__qualname__", "").startswith("Tracer."):
-                frame.f_trace = None
-            frame = frame.f_back
+        _let_go(sys._getframe())
 
     def __enter__(self) -> Tracer:
         self.start()
@@ -168,24 +175,30 @@ class Tracer:
         tracer = self
 
         def trace(frame: FrameType, event: str, arg: Any) -> TraceFunction | None:
-            code = frame.f_code
-            info = codes_get(id(code), missing)
-            if info is None:
-                if code is tracer._watched:
-                    if tracer._watch_paused:
-                        caller = frame.f_back  # user code calls a module: as on 3.12+
-                        if caller is not None and codes_get(id(caller.f_code)) is not None:
-                            tracer._check_call(frame)  # may resume the watch for this call
-                        if tracer._watch_paused:
-                            return None
-                    frame.f_trace_lines = False
-                    return tracer._watched_tracer
-                return None
-            if info is missing:
-                info = info_for(code)
+            try:
+                code = frame.f_code
+                info = codes_get(id(code), missing)
                 if info is None:
+                    if code is tracer._watched:
+                        if tracer._watch_paused:
+                            caller = frame.f_back  # user code calls a module: as on 3.12+
+                            if caller is not None and codes_get(id(caller.f_code)) is not None:
+                                tracer._check_call(frame)  # may resume the watch for this call
+                            if tracer._watch_paused:
+                                return None
+                        frame.f_trace_lines = False
+                        return tracer._watched_tracer
                     return None
-            return enter(frame, info)  # type: ignore[arg-type]
+                if info is missing:
+                    info = info_for(code)
+                    if info is None:
+                        return None
+                if tracer._halted:
+                    return None
+                return enter(frame, info)  # type: ignore[arg-type]
+            except Exception as err:  # ours: never the program's (see .faults)
+                tracer._faulted(err, frame)
+                return None
 
         return trace
 
@@ -226,6 +239,7 @@ class Tracer:
         self, frame: FrameType, info: CodeInfo, record_arguments: bool = True
     ) -> TraceFunction:
         events = self.events
+        tracer = self
         statement_of = info.statement_of
         started = events.statement_started
         if info.is_generator and frame.f_lineno != frame.f_code.co_firstlineno:
@@ -236,23 +250,27 @@ class Tracer:
                 events.enter_call(frame, info)
 
         def local(frame: FrameType, event: str, arg: Any) -> TraceFunction:
-            nonlocal previous
-            if event == "line":
-                line = frame.f_lineno
-                statement = statement_of.get(line, line)
-                if statement != previous:
-                    started(frame, info, previous, statement)
-                    previous = statement
-            elif event == "return":
-                yielded = info.is_generator and frame.f_lasti in info.yield_offsets
-                events.frame_returned(frame, info, previous, arg, yielded=yielded)
-                previous = NO_STATEMENT
-            elif event == "exception":
-                previous = NO_STATEMENT
-                exc = arg[1] if isinstance(arg, tuple) and len(arg) > 2 else None
-                # the traceback as it is now (exc.__traceback__ lags behind it on 3.11)
-                events.exception_raised(frame, info, exc, arg[2] if exc is not None else None)
-            return local
+            try:
+                nonlocal previous
+                if event == "line":
+                    line = frame.f_lineno
+                    statement = statement_of.get(line, line)
+                    if statement != previous:
+                        started(frame, info, previous, statement)
+                        previous = statement
+                elif event == "return":
+                    yielded = info.is_generator and frame.f_lasti in info.yield_offsets
+                    events.frame_returned(frame, info, previous, arg, yielded=yielded)
+                    previous = NO_STATEMENT
+                elif event == "exception":
+                    previous = NO_STATEMENT
+                    exc = arg[1] if isinstance(arg, tuple) and len(arg) > 2 else None
+                    # the traceback as it is now (exc.__traceback__ lags behind it on 3.11)
+                    events.exception_raised(frame, info, exc, arg[2] if exc is not None else None)
+                return local
+            except Exception as err:  # ours: never the program's (see .faults)
+                tracer._faulted(err, frame)
+                return None  # type: ignore[return-value]
 
         return local
 
@@ -263,6 +281,15 @@ def _settrace(function: Any) -> None:
     holder = getattr(sys.modules.get("pydevd_tracing"), "TracingFunctionHolder", None)
     original = getattr(holder, "_original_tracing", None)
     (original if callable(original) else sys.settrace)(function)
+
+
+def _let_go(frame: FrameType | None) -> None:
+    """``frame`` and its callers no longer call our local tracers (other tracers' stay)."""
+    while frame is not None:
+        trace = frame.f_trace
+        if trace is not None and getattr(trace, "__qualname__", "").startswith("Tracer."):
+            frame.f_trace = None
+        frame = frame.f_back
 
 
 def _ignore(frame: FrameType, event: str, arg: Any) -> TraceFunction:

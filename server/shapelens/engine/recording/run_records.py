@@ -209,6 +209,9 @@ class RunRecords:
         self._sent_line_hits: dict[tuple[str, int], int] = {}
         self._sent_findings = 0
         self._sent_compile_mode: str | None = None
+        self.fault: str | None = None
+        """Why tracing stopped early: an error of ours in a tracing callback (the first)."""
+        self._fault_sent = False
 
     # -- building blocks handed to the tracer -------------------------------------------
     def hits_table(self, file: str) -> dict[int, int]:
@@ -226,6 +229,12 @@ class RunRecords:
     def mark_sampled(self, file: str, line: int) -> None:
         with self.lock:
             self.sampled.setdefault(file, set()).add(line)
+
+    def note_fault(self, text: str) -> None:
+        """Tracing stopped: an error of ours (``text``) in a callback; the first one is kept."""
+        with self.lock:
+            if self.fault is None:
+                self.fault = text
 
     def add_finding(self, finding: Message) -> None:
         with self.lock:
@@ -333,6 +342,9 @@ class RunRecords:
         if self.compile_mode != self._sent_compile_mode:
             self._sent_compile_mode = self.compile_mode
             out.append(messages.compile_mode(self.compile_mode))
+        if self.fault is not None and not self._fault_sent:
+            self._fault_sent = True
+            out.append(messages.fault(self.fault))
         return out
 
 
