@@ -250,8 +250,8 @@ class Tracer:
                 events.enter_call(frame, info)
 
         def local(frame: FrameType, event: str, arg: Any) -> TraceFunction:
+            nonlocal previous
             try:
-                nonlocal previous
                 if event == "line":
                     line = frame.f_lineno
                     statement = statement_of.get(line, line)
