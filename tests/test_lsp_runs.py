@@ -8,6 +8,8 @@ import time
 
 import pytest
 from lsprotocol import types
+from test_tracer_faults import SCRIPT as FAULTED_SCRIPT
+from test_tracer_faults import SITE as PLANTED_FAULT
 
 from conftest import EXAMPLES, TRACE_UPDATED, LspSession, line_of, need, suite_fork_server_pid
 
@@ -247,3 +249,21 @@ async def test_a_bad_run_argument_gets_one_clear_error(lsp: LspSession) -> None:
         assert result["status"] == "error" and result["message"].startswith("shapelens.run")
     assert not lsp.client.diagnostics.get(uri)  # nothing ran
     assert (await lsp.run(uri))["status"] == "ok"  # a good request is served
+
+
+async def test_the_editor_is_told_when_tracing_stopped_early(lsp: LspSession) -> None:
+    """An error of ShapeLens's own inside a tracing callback (planted by a sitecustomize, as
+    in test_tracer_faults): the program runs on, and a warning says where tracing stopped."""
+    site = lsp.root / "planted"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(PLANTED_FAULT)
+    path, uri = lsp.write("stops.py", FAULTED_SCRIPT)
+    lsp.open(path)
+    result = await lsp.run(uri, env={"PYTHONPATH": str(site)})
+    assert (result["status"], result["exitCode"]) == ("ok", 0), result
+    warnings = [m.message for m in lsp.client.messages if m.type == types.MessageType.Warning]
+    told = [w for w in warnings if "tracing stopped early" in w]
+    assert len(told) == 1, warnings
+    assert told[0].startswith("ShapeLens: stops.py: tracing stopped early")
+    assert "from there: RuntimeError: planted in a test (shapelens/" in told[0]
+    assert f", tracing stops.py:{line_of(path, 'return x')}. This is a ShapeLens bug" in told[0]
