@@ -216,6 +216,15 @@ class MonitoringTracer:
             if code not in self._enabled:
                 sys.monitoring.set_local_events(self._tool, code, self._user_events)  # type: ignore[attr-defined,unused-ignore]
                 self._enabled.add(code)
+            thread = threading.get_ident()
+            if info.thread != thread:
+                # Code that two threads run switches no line off: switching one off and on
+                # is a check and a change of shared tables that another thread's line event
+                # can come between (a line left off with no estimate counted nothing more).
+                if info.thread is None:
+                    info.thread = thread
+                else:
+                    info.shared = True
             frame = sys._getframe(1)
             self._previous[id(frame)] = NO_STATEMENT
             self.events.enter_call(frame, info)
@@ -295,6 +304,7 @@ class MonitoringTracer:
                     switch_off is not None
                     and count > DENSE_HITS
                     and statement not in info.loop_headers
+                    and not info.shared
                     and switch_off(info, statement, count, generation[0])
                 ):
                     # The frame's last statement stays a loss once probed: only its first

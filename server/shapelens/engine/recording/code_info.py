@@ -51,6 +51,7 @@ class CodeInfo:
         "probe_at",
         "read_at",
         "shape_comments",
+        "shared",
         "source",
         "stale",
         "statement_of",
@@ -58,6 +59,7 @@ class CodeInfo:
         "stores",
         "switched_off",
         "target_stores",
+        "thread",
         "unique_stores",
         "yield_offsets",
     )
@@ -137,6 +139,10 @@ class CodeInfo:
         # Statements whose line events are off: statement → the backend's re-arm generation
         # then (an event of the same generation is another line of the same statement).
         self.switched_off: dict[int, int] = {}
+        # The thread that started this code's frames, and whether another has too: the
+        # threads would race over its switched-off lines (see MonitoringTracer._on_start).
+        self.thread: int | None = None
+        self.shared = False
 
 
 def _scan(

@@ -135,8 +135,8 @@ class StatementRecorder:
 
     def _remember(self, code: CodeType, info: CodeInfo | None) -> CodeInfo | None:
         self._seen_codes.append(code)  # alive as long as its id is a key
-        self.codes[id(code)] = info
-        return info
+        # Threads may describe the same code at once: the first one stored is everyone's.
+        return self.codes.setdefault(id(code), info)
 
     def known(self, code: CodeType) -> CodeInfo | None:
         """Like :meth:`info_for`, without describing new code (for hot global events)."""
