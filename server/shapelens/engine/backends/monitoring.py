@@ -127,15 +127,19 @@ class MonitoringTracer:
         tool = self._tool
         if tool is None:
             return
-        self._imports.remove()
         self._tool = None
         self.events.stop_listening()
+        self._events_off(tool)
+        self._enabled.clear()
+        sys.monitoring.free_tool_id(tool)  # type: ignore[attr-defined,unused-ignore]
+
+    def _events_off(self, tool: int) -> None:
+        """No more events of ours in any thread, and library imports untouched."""
+        self._imports.remove()
         monitoring = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
         monitoring.set_events(tool, 0)
-        for code in self._enabled:
+        for code in list(self._enabled):  # a copy: another thread may start user code
             monitoring.set_local_events(tool, code, 0)
-        self._enabled.clear()
-        monitoring.free_tool_id(tool)
 
     def _faulted(self, err: Exception, frame: FrameType | None) -> None:
         """An error of ours in a callback (:mod:`.faults`): tracing stops, and the run says
@@ -145,12 +149,8 @@ class MonitoringTracer:
         if tool is None or self._halted:
             return
         self._halted = True
-        monitoring = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
         with contextlib.suppress(Exception):
-            self._imports.remove()
-            monitoring.set_events(tool, 0)
-            for code in list(self._enabled):
-                monitoring.set_local_events(tool, code, 0)
+            self._events_off(tool)
 
     def forked(self) -> None:
         """In a forked child of user code: tracing off there for good. Called from an
