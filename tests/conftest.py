@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -47,6 +48,25 @@ Python for the compatibility stage (``make test-compat``); unset, the one runnin
 def child_python() -> list[str]:
     """``--python CHILD_PYTHON`` for ``shapelens run``, or nothing."""
     return ["--python", CHILD_PYTHON] if CHILD_PYTHON else []
+
+
+@functools.cache
+def lines_switch_off() -> bool:
+    """Whether a run's hot lines are switched off once their hits can be estimated (their
+    counts then say so, ``sampled``): under sys.monitoring (3.12+) and the C gate (3.11),
+    not under plain sys.settrace. Asked of the interpreter the programs run in."""
+    asked = subprocess.run(
+        [
+            CHILD_PYTHON or sys.executable,
+            "-c",
+            "from shapelens.engine.backends.choice import choose_backend as c;print(c().core)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO / "server")},  # as `--python` runs it
+    )
+    return asked.stdout.strip() in ("gate", "monitoring")
 
 
 LIBRARY_STACK = (
@@ -160,8 +180,8 @@ SAMPLES = Path(__file__).with_name("samples")
 
 
 def _hits(count: int, estimated: bool) -> int | str:
-    """Exact counts compare as they are; an estimate (sys.monitoring switched the line's
-    events off) as "≈" when it is within 2 % of ``count``: see _same_hits."""
+    """Exact counts compare as they are; an estimate (the line's events were switched off:
+    see :func:`lines_switch_off`) as "≈" when it is within 2 % of ``count``: see same_hits."""
     return f"≈{count}" if estimated else count
 
 
@@ -188,6 +208,21 @@ def normalised_trace(trace: dict[str, Any]) -> dict[str, Any]:
         ],
         "findings": [(f["kind"], f["line"], rendered(f)["message"]) for f in trace["findings"]],
     }
+
+
+def same_hits(estimated: Any, exact: Any) -> Any:
+    """``estimated`` with each "≈N" replaced by the exact count it estimates, when close."""
+    if isinstance(estimated, str) and estimated.startswith("≈") and isinstance(exact, int):
+        return exact if abs(int(estimated[1:]) - exact) <= max(1, exact * 0.02) else estimated
+    if (
+        isinstance(estimated, (list, tuple))
+        and isinstance(exact, (list, tuple))
+        and len(estimated) == len(exact)
+    ):
+        return type(estimated)(same_hits(a, b) for a, b in zip(estimated, exact, strict=True))
+    if isinstance(estimated, dict) and isinstance(exact, dict):
+        return {k: same_hits(v, exact.get(k)) for k, v in estimated.items()}
+    return estimated
 
 
 _FORK_SERVERS: dict[str, WarmRunner] = {}

@@ -8,7 +8,6 @@ import atexit
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -27,7 +26,7 @@ from shapelens.engine.session import engine_for
 from shapelens.notebook.session import KernelSession
 from shapelens.snooping.recording import SnoopRecording
 
-from conftest import SAMPLES, line_of, normalised_trace, run_cli
+from conftest import SAMPLES, line_of, normalised_trace, run_cli, same_hits
 
 pytestmark = pytest.mark.backend
 
@@ -45,22 +44,7 @@ def test_same_trace_from_both_backends(sample: str, tmp_path: Path) -> None:
     assert settrace.trace is not None and monitoring.trace is not None
     assert settrace.trace["lines"], "the sample produced no trace"
     exact, estimated = normalised_trace(settrace.trace), normalised_trace(monitoring.trace)
-    assert _same_hits(estimated, exact) == exact
-
-
-def _same_hits(estimated: Any, exact: Any) -> Any:
-    """``estimated`` with each "≈N" replaced by the exact count it estimates, when close."""
-    if isinstance(estimated, str) and estimated.startswith("≈") and isinstance(exact, int):
-        return exact if abs(int(estimated[1:]) - exact) <= max(1, exact * 0.02) else estimated
-    if (
-        isinstance(estimated, (list, tuple))
-        and isinstance(exact, (list, tuple))
-        and len(estimated) == len(exact)
-    ):
-        return type(estimated)(_same_hits(a, b) for a, b in zip(estimated, exact, strict=True))
-    if isinstance(estimated, dict) and isinstance(exact, dict):
-        return {k: _same_hits(v, exact.get(k)) for k, v in estimated.items()}
-    return estimated
+    assert same_hits(estimated, exact) == exact
 
 
 @needs_monitoring

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from shapelens.engine.backends.choice import GATE_VARIABLE
 from shapelens.engine.backends.monitoring import MonitoringTracer
 from shapelens.engine.recording.news import News
 from shapelens.engine.recording.run_records import RunRecords
@@ -166,9 +167,13 @@ def loop_then_flush(records: RunRecords, sent: list[messages.Message], steps: in
     return len(a)
 
 
-def test_the_last_flush_sends_the_values_a_frames_end_read_without_a_hit() -> None:
+def test_the_last_flush_sends_the_values_a_frames_end_read_without_a_hit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A line skipped on its last hits is read once more when its frame ends, counting no
-    hit: only the run's last flush can tell that its record changed."""
+    hit: only the run's last flush can tell that its record changed. (Plain sys.settrace:
+    the 3.11 gate would switch the line off, and estimate its hits.)"""
+    monkeypatch.setenv(GATE_VARIABLE, "0")
     here = str(Path(__file__).parent)
     built = engine_for(ScopeConfig(root=here, functions=("loop_then_flush",)), backend="settrace")
     records = built.records
@@ -214,10 +219,14 @@ def loop_of(steps: int) -> int:
     return total
 
 
-def test_two_threads_switching_the_same_line_on_count_its_estimate_once() -> None:
+def test_two_threads_switching_the_same_line_on_count_its_estimate_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Threads running the same code share its tables: both may find a line switched off
-    (sys.monitoring) and switch it on, one after the other. The second finds it on already
-    (it raised KeyError in the user's thread)."""
+    and switch it on, one after the other. The second finds it on already (it raised
+    KeyError in the user's thread). Plain sys.settrace runs the loop, counting each hit; the
+    switches are made here."""
+    monkeypatch.setenv(GATE_VARIABLE, "0")
     here = str(Path(__file__).parent)
     built = engine_for(ScopeConfig(root=here, functions=("loop_of",)), backend="settrace")
     recorder, records = built.recorder, built.records

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ from shapelens.present.labels import var_label
 from shapelens.present.markdown import var_table
 from shapelens.trace import TracedVar, trace_from_json
 
-from conftest import line_of, need, run_cli
+from conftest import line_of, lines_switch_off, need, run_cli
 
 pytestmark = pytest.mark.backend
 
@@ -124,21 +123,21 @@ def test_numbers_show_their_value_or_their_range(script, tmp_path: Path) -> None
     assert hint("lr = 0.001") == "lr=0.001"
     assert hint('best = float("inf")') == "best=inf"  # a Python inf is never a finding
     assert hint("total = 0.0") == "total=0.0"
-    estimated = "+" if sys.version_info >= (3, 12) else ""
-    # the loop's count, said once (on 3.12+ its body's first line is switched off: estimated)
+    estimated = "+" if lines_switch_off() else ""
+    # the loop's count, said once (where lines switch off, its body's first line is: estimated)
     if estimated:
         assert hint("for i in range(1000):").startswith("i 0‥999 ×")
         assert hint("for i in range(1000):").endswith("+")
     else:
         assert hint("for i in range(1000):") == "i 0‥999 ×1000"
-    if sys.version_info >= (3, 12):
+    if lines_switch_off():
         # Switched off once stable (sampled, ×N+): the range is over the values read before
         # that and at re-arms (every 0.2 s; this loop is shorter), not the whole loop.
         assert hint("total += i * 0.5").startswith("total 0.0‥")
         assert "×" not in hint("total += i * 0.5")  # as often as its loop (estimated)
     else:
         assert hint("total += i * 0.5").startswith("total 0.0‥2.4")  # 2.4975e5 at most
-    # Constant for its first 500 hits: switched off on 3.12+ (an estimated count), and its
+    # Constant for its first 500 hits: switched off (an estimated count) where lines are, and its
     # last value read when the frame ended.
     assert hint("done = i > 500") == "done False‥True"
     assert hint("pair = (np.zeros(3), 7)") == "pair[0] (3,)"  # no pair[1]=7
@@ -148,7 +147,7 @@ def test_numbers_show_their_value_or_their_range(script, tmp_path: Path) -> None
     # (the last value at the frame's end when only this line stores the name).
     total = run.var(main, line_of(main, "total +="), "total")
     assert total["number"][1] == 0.0 and total["number"][2] <= 249_750
-    if sys.version_info < (3, 12):
+    if not lines_switch_off():
         assert total["number"][2] >= 240_000
     counter = run.var(main, line_of(main, "for i in"), "i")
     assert counter["number"] == [999, 0, 999]  # the loop's last value, read when it ended
@@ -245,14 +244,14 @@ def test_scalars_show_their_course_as_a_sparkline(script, tmp_path: Path) -> Non
     assert history[0] == pytest.approx(10.5) and history[-1] < history[0]
     assert history == sorted(history, reverse=True)  # the course, in order
     line = next(row for row in run.stderr.splitlines() if "loss = (w - 1.0)" in row)
-    # The latest value is the last one (read when the frame ends, also on 3.12+ where the
-    # stable line is switched off and its course comes from its first hits and re-arms).
+    # The latest value is the last one (read when the frame ends, also where the stable line
+    # is switched off and its course comes from its first hits and re-arms).
     # Compact: it read `w`, which requires grad, and ran as often as its loop: no more said.
-    if sys.version_info >= (3, 12):
+    if lines_switch_off():
         assert " loss 1.5 " in line and "grad" not in line and "×" not in line, line
     else:
         assert line.endswith("loss 1.5 ▆▂▁▁▁▁▁▁"), line  # stalls near 1.5
-    estimated = "+" if sys.version_info >= (3, 12) else ""  # its first body line: switched off
+    estimated = "+" if lines_switch_off() else ""  # its first body line: switched off
     assert listing_hint(run.stderr, "for step in range(500):") == f"step 0‥499  ×500{estimated}"
     running = run.var(main, line_of(main, "running = 0.9"), "running")
     assert len(running["history"]) >= 2

@@ -74,6 +74,36 @@ def test_an_error_in_a_callback_stops_tracing_and_the_program_runs_on(
     assert sent == [{"t": "fault", "message": records.fault}]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_error_in_the_watch_of_a_library_return_stops_tracing(
+    tmp_path: Path, backend: str
+) -> None:
+    """The return watch the module tree uses (``Module.__call__``'s, here a function of a
+    library's): its callback raising stops tracing as a line's would."""
+    user, library = tmp_path / "user", tmp_path / "library"
+    user.mkdir()
+    library.mkdir()
+    (library / "lib.py").write_text("def forward(x):\n    return x + 1\n")
+    path = user / "prog.py"
+    path.write_text(PROGRAM.replace("helper(i)", "forward(i)") + "\nfrom lib import forward\n")
+    namespace: dict[str, Any] = {}
+    sys.path.insert(0, str(library))
+    try:
+        exec(compile(path.read_text(), str(path), "exec"), namespace)
+    finally:
+        sys.path.remove(str(library))
+    built = engine_for(ScopeConfig(root=str(user)), backend=backend)
+    returned: list[Any] = []
+    watched = planted(2, lambda frame, value: returned.append(value))
+    built.backend.watch_returns(namespace["forward"].__code__, watched, lambda: None)
+    with built.backend:
+        assert namespace["main"]() == 21  # every call ran
+        assert namespace["main"]() == 21
+    assert returned == [1]  # the second return raised; none is watched after it
+    fault = built.records.fault
+    assert fault is not None and fault.startswith("RuntimeError: planted"), fault
+
+
 SITE = """
 from shapelens.engine.recording.statement_recorder import StatementRecorder
 

@@ -92,6 +92,40 @@ static int depth = 0;               /* frames of the traced thread nested in the
 
 static int gate_trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg);
 
+/* The lines of one code object, from its first: a line is off while its mark is the epoch. */
+typedef struct {
+    int first;
+    int size;
+    uint32_t mark[];
+} LineMarks;
+
+static Py_ssize_t marks_index = -1; /* our co_extra slot for LineMarks */
+static uint32_t off_epoch = 1;      /* marks start at 0: on */
+
+static void
+free_marks(void *marks)
+{
+    PyMem_Free(marks);
+}
+
+/* The frame is on a line switched off: its event goes nowhere. */
+static inline int
+line_is_off(FrameObject *f)
+{
+    void *extra = NULL;
+    if (marks_index < 0 ||
+        _PyCode_GetExtra((PyObject *)f->f_frame->f_code, marks_index, &extra) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (extra == NULL) {
+        return 0;
+    }
+    LineMarks *marks = (LineMarks *)extra;
+    int at = PyFrame_GetLineNumber((PyFrameObject *)f) - marks->first;
+    return at >= 0 && at < marks->size && marks->mark[at] == off_epoch;
+}
+
 static inline int
 trace_is_ours(PyThreadState *tstate, Gate *self)
 {
@@ -181,6 +215,9 @@ gate_trace(PyObject *obj, PyFrameObject *frame, int what, PyObject *arg)
         callback = wanted ? self->global : NULL;
     } else {
         callback = f->f_trace;
+        if (what == PyTrace_LINE && callback != NULL && line_is_off(f)) {
+            return 0;
+        }
     }
     if (callback == NULL) {
         return 0;
@@ -299,6 +336,7 @@ gate_init(Gate *self, PyObject *args, PyObject *kwargs)
     self->thread = NULL;
     self->plain = 0;
     self->generation = ++last_generation; /* marks of earlier gates no longer count */
+    off_epoch++; /* nor lines they switched off */
     return 0;
 }
 
@@ -385,7 +423,95 @@ gate_pause_watch(Gate *self, PyObject *paused)
     Py_RETURN_NONE;
 }
 
+/* The marks of `code`'s lines, made on first use (NULL: error set). They are never
+   replaced, so their size covers every line the code has. */
+static LineMarks *
+marks_of(PyObject *code)
+{
+    void *extra = NULL;
+    if (_PyCode_GetExtra(code, marks_index, &extra) < 0) {
+        return NULL;
+    }
+    if (extra != NULL) {
+        return (LineMarks *)extra;
+    }
+    int first = ((PyCodeObject *)code)->co_firstlineno, last = first;
+    PyObject *lines = PyObject_CallMethod(code, "co_lines", NULL);
+    PyObject *item;
+    PyObject *iterator = lines == NULL ? NULL : PyObject_GetIter(lines);
+    Py_XDECREF(lines);
+    if (iterator == NULL) {
+        return NULL;
+    }
+    while ((item = PyIter_Next(iterator)) != NULL) {
+        PyObject *line = PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 3
+                             ? PyTuple_GET_ITEM(item, 2) : Py_None;
+        if (line != Py_None) {
+            long value = PyLong_AsLong(line);
+            if (value > last && value < first + (1 << 20)) {
+                last = (int)value;
+            }
+        }
+        Py_DECREF(item);
+    }
+    Py_DECREF(iterator);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    int size = last - first + 1;
+    LineMarks *marks = PyMem_Calloc(1, sizeof(LineMarks) + (size_t)size * sizeof(uint32_t));
+    if (marks == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    marks->first = first;
+    marks->size = size;
+    if (_PyCode_SetExtra(code, marks_index, marks) < 0) {
+        PyMem_Free(marks);
+        return NULL;
+    }
+    return marks;
+}
+
+static PyObject *
+gate_switch_off(Gate *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyCode_Check(args[0]) || !PyLong_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "switch_off(code, line)");
+        return NULL;
+    }
+    if (marks_index < 0) {
+        Py_RETURN_FALSE; /* no slot: lines stay on */
+    }
+    long line = PyLong_AsLong(args[1]);
+    if (line == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    LineMarks *marks = marks_of(args[0]);
+    if (marks == NULL) {
+        return NULL;
+    }
+    long at = line - marks->first;
+    if (at < 0 || at >= marks->size) {
+        Py_RETURN_FALSE;
+    }
+    marks->mark[at] = off_epoch;
+    Py_RETURN_TRUE;
+}
+
+static PyObject *
+gate_switch_all_on(Gate *self, PyObject *unused)
+{
+    off_epoch++;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef gate_methods[] = {
+    {"switch_off", (PyCFunction)(void (*)(void))gate_switch_off, METH_FASTCALL,
+     "switch_off(code, line): drop the line's events until switch_all_on(); False if it "
+     "cannot (not a line of the code)."},
+    {"switch_all_on", (PyCFunction)gate_switch_all_on, METH_NOARGS,
+     "Every line switched off gets its events again."},
     {"install", (PyCFunction)gate_install, METH_NOARGS,
      "Install the gate for this thread (its frame hook, and tracing on)."},
     {"uninstall", (PyCFunction)gate_uninstall, METH_NOARGS,
@@ -487,6 +613,10 @@ PyInit__library_gate(void)
     extra_index = _PyEval_RequestCodeExtraIndex(NULL);
     if (extra_index < 0) {
         PyErr_Clear(); /* every slot taken: codes are looked up each time */
+    }
+    marks_index = _PyEval_RequestCodeExtraIndex(free_marks);
+    if (marks_index < 0) {
+        PyErr_Clear(); /* every slot taken: no line is switched off */
     }
     if (PyType_Ready(&GateType) < 0) {
         return NULL;

@@ -35,6 +35,13 @@ class Gate(Protocol):
     def pause_watch(self, paused: bool) -> None:
         """While ``paused``, only the watched code's calls that user code makes do."""
 
+    def switch_off(self, code: CodeType, line: int) -> bool:
+        """Drop the events of ``line`` of ``code`` in C until :meth:`switch_all_on`; False if
+        it cannot (not a line of the code)."""
+
+    def switch_all_on(self) -> None:
+        """Every line switched off gets its events again."""
+
     def __call__(self, frame: FrameType, event: str, arg: Any) -> Any: ...
 
 

@@ -30,12 +30,10 @@ from shapelens.engine import OUR_THREADS
 from shapelens.engine.backends.faults import fault_text
 from shapelens.engine.backends.untraced_imports import UntracedImports
 from shapelens.engine.modules.tree import OnRearm, OnReturn
-from shapelens.engine.recording.sampling import DENSE_HITS
+from shapelens.engine.recording.sampling import DENSE_HITS, REARM_INTERVAL_S
 from shapelens.engine.recording.statement_recorder import NO_STATEMENT, StatementRecorder
 
 TOOL_IDS = (3, 4, 5)
-REARM_INTERVAL_S = 0.2
-"""How often switched-off lines are re-armed (``restart_events``) to be looked at again."""
 
 
 class MonitoringTracer:
@@ -216,16 +214,8 @@ class MonitoringTracer:
             if code not in self._enabled:
                 sys.monitoring.set_local_events(self._tool, code, self._user_events)  # type: ignore[attr-defined,unused-ignore]
                 self._enabled.add(code)
-            thread = threading.get_ident()
-            if info.thread != thread:
-                # Code that two threads run switches no line off: switching one off and on
-                # is a check and a change of shared tables that another thread's line event
-                # can come between (a line left off with no estimate counted nothing more).
-                if info.thread is None:
-                    info.thread = thread
-                else:
-                    info.shared = True
             frame = sys._getframe(1)
+            info.started(frame, threading.get_ident())
             self._previous[id(frame)] = NO_STATEMENT
             self.events.enter_call(frame, info)
             return None
@@ -304,7 +294,7 @@ class MonitoringTracer:
                     switch_off is not None
                     and count > DENSE_HITS
                     and statement not in info.loop_headers
-                    and not info.shared
+                    and not info.stays_on
                     and switch_off(info, statement, count, generation[0])
                 ):
                     # The frame's last statement stays a loss once probed: only its first

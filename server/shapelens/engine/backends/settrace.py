@@ -4,6 +4,12 @@ For each frame of user code its local tracer keeps the statement that is running
 reports to the :class:`~shapelens.engine.recording.statement_recorder.StatementRecorder`
 when the frame moves to another statement, returns or yields, or sees an exception; the
 recording is done there.
+
+With the C gate (3.11), hot lines are switched off as under sys.monitoring: once a
+statement's hits can be estimated (``StatementRecorder.switch_off``), the gate drops its line
+events in C, and its loop header's events count the iterations; every
+:data:`~shapelens.engine.recording.sampling.REARM_INTERVAL_S`, and when a shape varies, all
+lines are switched on again and read their next hit.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+import time
 from collections.abc import Callable
 from types import CodeType, FrameType
 from typing import Any
@@ -19,6 +26,7 @@ from shapelens.engine.backends.faults import fault_text
 from shapelens.engine.backends.library_gate import Gate, GateType
 from shapelens.engine.backends.untraced_imports import UntracedImports
 from shapelens.engine.modules.tree import OnRearm, OnReturn
+from shapelens.engine.recording.sampling import DENSE_HITS, REARM_INTERVAL_S
 from shapelens.engine.recording.statement_recorder import NO_STATEMENT, CodeInfo, StatementRecorder
 
 TraceFunction = Callable[[FrameType, str, Any], Any]
@@ -32,11 +40,15 @@ class Tracer:
 
     ``gate``: the C gate's type where the backend's choice says to use it
     (:func:`~shapelens.engine.backends.choice.choose_backend`); it is used when nothing traced
-    before ``start()`` (a debugger's tracer is chained to instead)."""
+    before ``start()`` (a debugger's tracer is chained to instead). With it, ``adaptive``
+    switches hot lines off in the thread that started tracing (see the module's doc)."""
 
-    def __init__(self, events: StatementRecorder, *, gate: GateType | None) -> None:
+    def __init__(
+        self, events: StatementRecorder, *, gate: GateType | None, adaptive: bool = True
+    ) -> None:
         self.events = events
         self._gate_type = gate
+        self.adaptive = adaptive
         self._codes = events.codes
         self._previous: Any = None
         self._previous_threading: Any = None
@@ -49,6 +61,10 @@ class Tracer:
         self._watch_paused = False
         self._call_check: Callable[[Any, Any], bool] | None = None
         self._halted = False  # after an error of ours (:meth:`_faulted`): no frame is entered
+        self._gate_thread: int | None = None  # where the gate switches lines off
+        self._rearm_listeners: list[OnRearm] = []
+        self._rearm_at = [0.0]  # when the switched-off lines are next switched on
+        self._generation = [0]  # how many times they were
         self._imports = UntracedImports(
             lambda path: events.scope.user_file(path) is not None, self._uninstall, self._resume
         )
@@ -65,6 +81,10 @@ class Tracer:
             if self._watched is not None:
                 self._gate.watch(self._watched)
                 self._gate.pause_watch(self._watch_paused)
+            self._gate_thread = threading.get_ident()
+            self._rearm_at[0] = time.monotonic() + REARM_INTERVAL_S
+            if self.adaptive:  # a shape varied: the lines it goes through are read again now
+                self.events.on_news(lambda: self._rearm(time.monotonic()), varied=True)
         threading.settrace(installed)  # other threads: sys.settrace, as before
         self._install()
         self.events.start_listening()
@@ -124,18 +144,34 @@ class Tracer:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    def _rearm(self, now: float) -> None:
+        """Switch the switched-off lines on again (they read their next hit)."""
+        self._rearm_at[0] = now + REARM_INTERVAL_S
+        self._generation[0] += 1
+        if self._gate is not None:
+            self._gate.switch_all_on()
+        for listener in self._rearm_listeners:
+            listener()
+
     def watch_returns(self, code: CodeType, on_return: OnReturn, on_rearm: OnRearm) -> None:
         """``on_return(frame, value)`` when a frame of ``code`` (library code) returns; not
-        when it ends by an exception. Its lines stay untraced. (``on_rearm`` is never
-        called: this backend never switches lines off.)"""
+        when it ends by an exception. Its lines stay untraced. ``on_rearm()`` when the
+        switched-off lines are switched on again (with the gate)."""
         self.events.info_for(code)  # known as not ours: the call event's first lookup hits
+        self._rearm_listeners.append(on_rearm)
+
+        tracer = self
 
         def returns_only(frame: FrameType, event: str, arg: Any) -> TraceFunction | None:
-            if event == "return":
-                on_return(frame, arg)
-            elif event == "exception":
-                return _ignore  # it unwinds: its "return" event carries no value
-            return returns_only
+            try:
+                if event == "return":
+                    on_return(frame, arg)
+                elif event == "exception":
+                    return _ignore  # it unwinds: its "return" event carries no value
+                return returns_only
+            except Exception as err:  # ours: never the program's (see .faults)
+                tracer._faulted(err, frame)
+                return None
 
         self._watched_tracer = returns_only
         self._watched = code
@@ -179,7 +215,7 @@ class Tracer:
                 code = frame.f_code
                 info = codes_get(id(code), missing)
                 if info is None:
-                    if code is tracer._watched:
+                    if code is tracer._watched and not tracer._halted:
                         if tracer._watch_paused:
                             caller = frame.f_back  # user code calls a module: as on 3.12+
                             if caller is not None and codes_get(id(caller.f_code)) is not None:
@@ -239,15 +275,46 @@ class Tracer:
         self, frame: FrameType, info: CodeInfo, record_arguments: bool = True
     ) -> TraceFunction:
         events = self.events
-        tracer = self
         statement_of = info.statement_of
-        started = events.statement_started
         if info.is_generator and frame.f_lineno != frame.f_code.co_firstlineno:
             previous = statement_of.get(frame.f_lineno, frame.f_lineno)  # resumed after a yield
         else:
             previous = NO_STATEMENT
             if record_arguments:
                 events.enter_call(frame, info)
+        # Lines are switched off only through the gate, in its thread (see the module's doc);
+        # a frame of any thread skips those switched off and counts its loop's iterations.
+        gate = self._gate
+        gate_off = None
+        if gate is not None:
+            thread = threading.get_ident()
+            info.started(frame, thread)
+            if self.adaptive and thread == self._gate_thread:
+                gate_off = gate.switch_off
+        return self._local_tracer(frame.f_code, info, previous, gate_off)
+
+    def _local_tracer(
+        self,
+        code: CodeType,
+        info: CodeInfo,
+        previous: int,
+        gate_off: Callable[[CodeType, int], bool] | None,
+    ) -> TraceFunction:
+        """A frame's local tracer (``gate_off``: switches a line off, where this frame may)."""
+        events = self.events
+        tracer = self
+        statement_of = info.statement_of
+        started = events.statement_started
+        switched_off = info.switched_off
+        probe_at = info.probe_at
+        loop_headers = info.loop_headers
+        generation = self._generation
+        rearm_at = self._rearm_at
+        clock = time.monotonic
+        switch_off = events.switch_off
+        switch_on = events.switch_on
+        iterated = events.loop_iterated
+        probe_loss = events.reader.probe_loss
 
         def local(frame: FrameType, event: str, arg: Any) -> TraceFunction:
             nonlocal previous
@@ -255,9 +322,42 @@ class Tracer:
                 if event == "line":
                     line = frame.f_lineno
                     statement = statement_of.get(line, line)
-                    if statement != previous:
-                        started(frame, info, previous, statement)
-                        previous = statement
+                    if statement == previous:
+                        # A loop header's own line again: a new iteration, its body off.
+                        if line != statement or statement not in loop_headers:
+                            return local
+                        if gate_off is None or (now := clock()) < rearm_at[0]:
+                            iterated(frame, info, statement)
+                            return local
+                        tracer._rearm(now)  # look at the switched-off lines again
+                    elif switched_off:
+                        off_since = switched_off.get(statement)
+                        if off_since is not None:
+                            probed = probe_at.get(statement)
+                            if probed is not None:
+                                probe_loss(frame, info, probed)  # as under sys.monitoring
+                                return local
+                            if off_since == generation[0]:
+                                if gate_off is not None:  # another line of the statement
+                                    gate_off(code, line)
+                                return local
+                            switch_on(info, statement)
+                    count = started(frame, info, previous, statement)
+                    last = previous
+                    previous = statement
+                    if (
+                        gate_off is not None
+                        and count > DENSE_HITS
+                        and statement not in loop_headers
+                        and not info.stays_on
+                        and switch_off(info, statement, count, generation[0])
+                    ):
+                        # The frame's last statement stays a loss once probed: only its
+                        # first successor probes it.
+                        if last in info.loss_lines and last not in probe_at.values():
+                            probe_at[statement] = last
+                        else:
+                            gate_off(code, line)
                 elif event == "return":
                     yielded = info.is_generator and frame.f_lasti in info.yield_offsets
                     events.frame_returned(frame, info, previous, arg, yielded=yielded)

@@ -5,7 +5,7 @@ and the tables its lines record into."""
 from __future__ import annotations
 
 import dis
-from types import CodeType
+from types import CodeType, FrameType
 
 from shapelens.engine.recording.run_records import RunRecords
 from shapelens.engine.source.source_map import Candidate, OpSite, SourceMap
@@ -51,11 +51,11 @@ class CodeInfo:
         "probe_at",
         "read_at",
         "shape_comments",
-        "shared",
         "source",
         "stale",
         "statement_of",
         "stats",
+        "stays_on",
         "stores",
         "switched_off",
         "target_stores",
@@ -139,10 +139,37 @@ class CodeInfo:
         # Statements whose line events are off: statement → the backend's re-arm generation
         # then (an event of the same generation is another line of the same statement).
         self.switched_off: dict[int, int] = {}
-        # The thread that started this code's frames, and whether another has too: the
-        # threads would race over its switched-off lines (see MonitoringTracer._on_start).
+        # The thread that started this code's frames, and whether its lines stay on (see
+        # :meth:`started`).
         self.thread: int | None = None
-        self.shared = False
+        self.stays_on = False
+
+    def started(self, frame: FrameType, thread: int) -> None:
+        """A frame of this code starts in ``thread``. Its lines are never switched off from
+        now on (they are counted, not estimated) where that would go wrong:
+
+        - another thread runs it too: switching a line off and on is a check and a change of
+          shared tables that another thread's line event can come between (a line left off
+          with no estimate counted nothing more);
+        - it calls itself (directly, or through up to two other frames): a recursion's lines
+          after the recursive call run while no call is made, so their rate per call, which
+          estimates them, is no rate at all (50,000 returns showed 65)."""
+        if self.stays_on:
+            return
+        if self.thread != thread:
+            if self.thread is None:
+                self.thread = thread
+            else:
+                self.stays_on = True
+        caller = frame.f_back
+        code = frame.f_code
+        for _ in range(3):
+            if caller is None:
+                return
+            if caller.f_code is code:
+                self.stays_on = True
+                return
+            caller = caller.f_back
 
 
 def _scan(

@@ -21,6 +21,9 @@ DENSE_HITS = tuned(64)
 """A statement's values are read on each of its first hits, and after a change, this many."""
 NEWS_WINDOW = 8
 """Statements of a frame checked after a read in it saw something new."""
+REARM_INTERVAL_S = 0.2
+"""How often a backend that switches hot lines off (sys.monitoring, the 3.11 gate) switches
+them on again, to look at them again."""
 SAMPLE_GAP = 13
 """Past those, values that stay the same are read every this many hits (a prime: patterns
 of any shorter period, such as alternating shapes, are still all seen)."""
