@@ -5,7 +5,6 @@ estimates that say so."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,8 +15,6 @@ pytestmark = pytest.mark.backend
 
 torch = need("torch")
 
-MONITORING = sys.version_info >= (3, 12)
-"""``--sample`` (lines off after N hits, lower bounds) is sys.monitoring's only."""
 
 LOOPS = """
 import time
@@ -108,13 +105,15 @@ def test_hit_counts_are_exact_or_marked_estimates(loops: tuple[Run, Path]) -> No
 
 
 def test_sample_mode_still_gives_lower_bounds(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    if not MONITORING:
-        pytest.skip("--sample switches line events off: sys.monitoring (3.12+)")
+    """``--sample 50``: a line stops being watched after 50 hits for good (a re-arm reports
+    it once more): its count is a lower bound, far under the 20,000 it ran, said to be."""
+    if not lines_switch_off():
+        pytest.skip("--sample switches line events off: sys.monitoring or the 3.11 gate")
     main = script(LOOPS)
     run = run_cli("--sample", "50", "main.py", cwd=tmp_path, timeout=300)
     assert run.returncode == 0, run.stderr
     body = run.line(main, line_of(main, "x = torch.ones"))
-    assert body is not None and body["sampled"] and body["hits"] <= 20_000
+    assert body is not None and body["sampled"] and 50 <= body["hits"] < 2_000, body
 
 
 NESTED_MODEL = """

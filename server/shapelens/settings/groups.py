@@ -186,7 +186,8 @@ class TracingOptions:
         None,
         flag="--sample",
         metavar="N",
-        help="with sys.monitoring: stop watching a line after N hits (counts become N+)",
+        help="stop watching a line after N hits (counts become N+): with sys.monitoring (3.12+) "
+        "or the 3.11 gate",
     )
     fake: bool = setting(
         False,

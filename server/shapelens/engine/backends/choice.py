@@ -90,4 +90,4 @@ def build_backend(
     which one ran."""
     if choice.kind == "monitoring":
         return MonitoringTracer(events, sample_hits=sample_hits)
-    return Tracer(events, gate=built_gate() if choice.gated else None)
+    return Tracer(events, gate=built_gate() if choice.gated else None, sample_hits=sample_hits)

@@ -41,14 +41,21 @@ class Tracer:
     ``gate``: the C gate's type where the backend's choice says to use it
     (:func:`~shapelens.engine.backends.choice.choose_backend`); it is used when nothing traced
     before ``start()`` (a debugger's tracer is chained to instead). With it, ``adaptive``
-    switches hot lines off in the thread that started tracing (see the module's doc)."""
+    switches hot lines off in the thread that started tracing (see the module's doc), and
+    ``sample_hits`` switches each line off after that many hits (its counts: lower bounds)."""
 
     def __init__(
-        self, events: StatementRecorder, *, gate: GateType | None, adaptive: bool = True
+        self,
+        events: StatementRecorder,
+        *,
+        gate: GateType | None,
+        adaptive: bool = True,
+        sample_hits: int | None = None,
     ) -> None:
         self.events = events
         self._gate_type = gate
         self.adaptive = adaptive
+        self._limit = sys.maxsize if sample_hits is None else max(sample_hits, 1)
         self._codes = events.codes
         self._previous: Any = None
         self._previous_threading: Any = None
@@ -289,7 +296,7 @@ class Tracer:
         if gate is not None:
             thread = threading.get_ident()
             info.started(frame, thread)
-            if self.adaptive and thread == self._gate_thread:
+            if thread == self._gate_thread:
                 gate_off = gate.switch_off
         return self._local_tracer(frame.f_code, info, previous, gate_off)
 
@@ -311,7 +318,7 @@ class Tracer:
         generation = self._generation
         rearm_at = self._rearm_at
         clock = time.monotonic
-        switch_off = events.switch_off
+        limit = self._limit
         switch_on = events.switch_on
         iterated = events.loop_iterated
         probe_loss = events.reader.probe_loss
@@ -343,21 +350,9 @@ class Tracer:
                                 return local
                             switch_on(info, statement)
                     count = started(frame, info, previous, statement)
-                    last = previous
+                    if gate_off is not None and (count > DENSE_HITS or count >= limit):
+                        tracer._maybe_off(info, code, line, previous, statement, count)
                     previous = statement
-                    if (
-                        gate_off is not None
-                        and count > DENSE_HITS
-                        and statement not in loop_headers
-                        and not info.stays_on
-                        and switch_off(info, statement, count, generation[0])
-                    ):
-                        # The frame's last statement stays a loss once probed: only its
-                        # first successor probes it.
-                        if last in info.loss_lines and last not in probe_at.values():
-                            probe_at[statement] = last
-                        else:
-                            gate_off(code, line)
                 elif event == "return":
                     yielded = info.is_generator and frame.f_lasti in info.yield_offsets
                     events.frame_returned(frame, info, previous, arg, yielded=yielded)
@@ -373,6 +368,31 @@ class Tracer:
                 return None  # type: ignore[return-value]
 
         return local
+
+    def _maybe_off(
+        self, info: CodeInfo, code: CodeType, line: int, last: int, statement: int, count: int
+    ) -> None:
+        """Switch ``line`` off through the gate after the ``count``-th hit of its
+        ``statement`` (the frame ran ``last`` before), as the monitoring backend's LINE
+        callback does: for good with ``--sample``, else while its hits can be estimated."""
+        gate = self._gate
+        if gate is None:
+            return
+        if count >= self._limit:  # --sample: off for good (a re-arm reports it once)
+            self.events.mark_sampled(info, statement)
+            gate.switch_off(code, line)
+        elif (
+            self.adaptive
+            and statement not in info.loop_headers
+            and not info.stays_on
+            and self.events.switch_off(info, statement, count, self._generation[0])
+        ):
+            # The frame's last statement stays a loss once probed: only its first successor
+            # probes it.
+            if last in info.loss_lines and last not in info.probe_at.values():
+                info.probe_at[statement] = last
+            else:
+                gate.switch_off(code, line)
 
 
 def _settrace(function: Any) -> None:
