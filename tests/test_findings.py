@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -334,3 +335,30 @@ def test_a_statement_gone_quiet_leaves_the_next_ones_watched(script, tmp_path: P
     assert found["message"].startswith(
         "broadcast: `model(xv)` (5, 1) - `yv.squeeze(1)` (5,) → (5, 5)"
     )
+
+
+def test_an_optimizer_step_goes_quiet_at_its_first_call_from_torch_optim() -> None:
+    """The op watch hands on no call an optimizer's own code makes (its updates of
+    parameters and states): the statement goes quiet there, its update still runs, and a
+    later checked hit of it is not watched at all. A statement of the user's own ops is."""
+    torch = need("torch")
+    from shapelens.engine.findings.op_watch import OpWatch
+
+    calls: list[str] = []
+    watch = OpWatch(lambda *op: None, lambda code: False)
+    watch.on_call = lambda called: calls.append(called.op)
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.randn(3, 4)).sum().backward()
+    before = model.weight.detach().clone()
+    x = torch.randn(3)
+    began = []
+    for _ in range(2):
+        frame = sys._getframe()
+        began.append(watch.begin(frame)), opt.step(), watch.end(frame)  # one statement
+    assert began == [True, False]
+    assert not calls
+    assert not torch.equal(model.weight, before)  # the step ran, through the mode
+    frame = sys._getframe()
+    watch.begin(frame), x * 2, watch.end(frame)  # the user's own op
+    assert calls == ["Tensor.mul"]
