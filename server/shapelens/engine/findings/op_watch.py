@@ -16,7 +16,7 @@ and it is not watched again (a call that fails there is still explained, as on a
 unwatched hit). A statement that runs torch.optim's code (``optimizer.step()``,
 ``zero_grad()``, a scheduler's ``step()``) goes quiet at its first call from there: an
 optimizer's updates are parameters' and their states', never the user's data, and the
-30 calls of an SGD step over three layers were half of every checked step's watched calls.
+31 calls of an SGD step over three layers were half of every checked step's watched calls.
 """
 
 from __future__ import annotations
