@@ -337,10 +337,11 @@ def test_a_statement_gone_quiet_leaves_the_next_ones_watched(script, tmp_path: P
     )
 
 
-def test_an_optimizer_step_goes_quiet_at_its_first_call_from_torch_optim() -> None:
+def test_a_training_steps_housekeeping_goes_quiet_at_its_first_call() -> None:
     """The op watch hands on no call an optimizer's own code makes (its updates of
-    parameters and states): the statement goes quiet there, its update still runs, and a
-    later checked hit of it is not watched at all. A statement of the user's own ops is."""
+    parameters and states), nor a module's ``zero_grad()`` (each parameter's ``.grad`` set
+    through the mode): the statement goes quiet there, its work still runs, and a later
+    checked hit of it is not watched at all. A statement of the user's own ops is."""
     torch = need("torch")
     from shapelens.engine.findings.op_watch import OpWatch
 
@@ -352,13 +353,17 @@ def test_an_optimizer_step_goes_quiet_at_its_first_call_from_torch_optim() -> No
     model(torch.randn(3, 4)).sum().backward()
     before = model.weight.detach().clone()
     x = torch.randn(3)
-    began = []
+    stepped, zeroed = [], []
     for _ in range(2):
         frame = sys._getframe()
-        began.append(watch.begin(frame)), opt.step(), watch.end(frame)  # one statement
-    assert began == [True, False]
+        stepped.append(watch.begin(frame)), opt.step(), watch.end(frame)  # one statement
+    for _ in range(2):
+        frame = sys._getframe()
+        zeroed.append(watch.begin(frame)), model.zero_grad(), watch.end(frame)
+    assert (stepped, zeroed) == ([True, False], [True, False])
     assert not calls
     assert not torch.equal(model.weight, before)  # the step ran, through the mode
+    assert model.weight.grad is None
     frame = sys._getframe()
     watch.begin(frame), x * 2, watch.end(frame)  # the user's own op
     assert calls == ["Tensor.mul"]

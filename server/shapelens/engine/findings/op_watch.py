@@ -13,10 +13,12 @@ bounded by lines × log(iterations). A statement whose hit makes more than
 ``step()``: hundreds of in-place updates in torch.optim; ``trainer.fit()``: a library's
 whole loop) goes quiet: the mode passes its calls straight on for the rest of that hit,
 and it is not watched again (a call that fails there is still explained, as on an
-unwatched hit). A statement that runs torch.optim's code (``optimizer.step()``,
-``zero_grad()``, a scheduler's ``step()``) goes quiet at its first call from there: an
-optimizer's updates are parameters' and their states', never the user's data, and the
-31 calls of an SGD step over three layers were half of every checked step's watched calls.
+unwatched hit). A statement that does a training step's housekeeping goes quiet at its
+first call from there: torch.optim's code (``optimizer.step()``, a scheduler's ``step()``)
+or a ``zero_grad()`` (an optimizer's or a module's). Those update parameters, their
+gradients and their optimizer states, never the user's data; the 31 calls of an SGD step
+over three layers were half of every checked step's watched calls, and a GPT's
+``model.zero_grad()`` sets each of its 43 parameters' ``.grad`` through the mode.
 """
 
 from __future__ import annotations
@@ -85,8 +87,9 @@ class ModuleCall(NamedTuple):
 Walked = tuple[FrameType | None, bool, Any, Any]
 """What :meth:`OpWatch._walk` found: (watched frame, direct, module, wrapper)."""
 _NOWHERE: Walked = (None, False, None, None)
-_IN_OPTIMIZER: Walked = (None, True, None, None)
-"""What :meth:`OpWatch._walk` finds for a call torch.optim's code made."""
+_HOUSEKEEPING: Walked = (None, True, None, None)
+"""What :meth:`OpWatch._walk` finds for a call of a training step's housekeeping."""
+_ZERO_GRAD = "zero_grad"
 IsUserCode = Callable[[CodeType], object]
 """Truthy for code the tracer follows (the user's)."""
 _MAX_JUDGED = 64
@@ -302,7 +305,7 @@ class OpWatch:
         cached = self._last_walk
         if cached[0] is not caller:  # the same for every op a frame makes
             cached = self._last_walk = (caller, self._walk(caller))
-        if cached[1] is _IN_OPTIMIZER:
+        if cached[1] is _HOUSEKEEPING:
             if self._current is not None:
                 self._go_quiet(self._current)
             return
@@ -354,8 +357,12 @@ class OpWatch:
             code = frame.f_code
             if not code.co_filename.startswith(self._torch_dir):
                 return _NOWHERE
-            if depth < 3 and not modules and code.co_filename.startswith(self._optim_dir):
-                return _IN_OPTIMIZER  # made by an optimizer's own code, not in a module
+            if (
+                depth < 3
+                and not modules
+                and (code.co_name == _ZERO_GRAD or code.co_filename.startswith(self._optim_dir))
+            ):
+                return _HOUSEKEEPING  # an optimizer's or zero_grad's own call, not a module's
             if code.co_name == torch_compat.MODULE_CALL_FRAME and below is not None:
                 direct = False
                 module = forward_call(below)[0]
