@@ -4,6 +4,7 @@ Ctrl-C passed on; a server for another interpreter or another start-up is never 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -11,6 +12,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from shapelens.runner.warm import FORK_SERVER_VARIABLE
 
@@ -57,9 +60,19 @@ def test_a_run_forks_from_the_server_with_the_terminal_stdin(script, tmp_path: P
         assert _parent(other.stdout) != warm.server_pid
 
 
-def test_ctrl_c_reaches_a_forked_run(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("server_ignores_it", [False, True])
+def test_ctrl_c_reaches_a_forked_run(script, tmp_path: Path, server_ignores_it: bool) -> None:  # type: ignore[no-untyped-def]
+    """Also when the fork server started with SIGINT ignored (by a shell's background job,
+    which a fork would keep): the run gets it as a run started cold does."""
     script(LOOP)
-    with warm_runner(dict(os.environ)) as warm:
+    with contextlib.ExitStack() as stack:
+        previous = signal.getsignal(signal.SIGINT)
+        if server_ignores_it:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)  # the fork server inherits it
+        try:
+            warm = stack.enter_context(warm_runner(dict(os.environ)))
+        finally:
+            signal.signal(signal.SIGINT, previous)
         process = subprocess.Popen(
             [sys.executable, "-m", "shapelens", "run", "--json", "trace.json", "main.py"],
             cwd=tmp_path,
@@ -74,6 +87,9 @@ def test_ctrl_c_reaches_a_forked_run(script, tmp_path: Path) -> None:  # type: i
         while "started" not in process.stdout.readline():
             assert time.monotonic() < deadline and process.poll() is None
         os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
-        process.communicate(timeout=60)
+        try:
+            process.communicate(timeout=60)
+        finally:
+            process.kill()
     trace = json.loads((tmp_path / "trace.json").read_text())
     assert trace["exception"]["type"] == "KeyboardInterrupt"

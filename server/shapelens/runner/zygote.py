@@ -45,6 +45,10 @@ def _run_child(request: dict[str, Any], fds: dict[str, int]) -> None:
     from shapelens.runner.contract import ChildConfig
 
     os.setsid()
+    # Ctrl-C raises KeyboardInterrupt, as in a child started cold: the CLI handles SIGINT,
+    # and a handled signal is reset at exec. The fork server may have inherited it ignored
+    # (started by a shell's background job), which a fork would keep.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     # The caller's stdin (a terminal, a pipe) or /dev/null, never the server's own.
     for name, target in (("stdin", 0), ("stdout", 1), ("stderr", 2)):
         os.dup2(fds[name], target)
