@@ -235,9 +235,9 @@ def test_two_threads_switching_the_same_line_on_count_its_estimate_once(
     info = recorder.info_for(loop_of.__code__)
     assert info is not None
     body = loop_of.__code__.co_firstlineno + 3
-    assert recorder.switch_off(info, body, count=200, generation=1)
-    recorder.switch_on(info, body)
-    recorder.switch_on(info, body)  # the other thread's
+    assert recorder.lines.switch_off(info, body, count=200, generation=1)
+    recorder.lines.switch_on(info, body)
+    recorder.lines.switch_on(info, body)  # the other thread's
     assert records.hits_now(info.file, body) == 200
     assert records.estimates == {}
     assert body not in info.switched_off and info.read_at[body] == 0

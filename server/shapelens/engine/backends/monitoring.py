@@ -240,11 +240,11 @@ class MonitoringTracer:
         started = self._started
         getframe = sys._getframe
         limit = self._limit
+        adaptive = self.adaptive
         monitoring = sys.monitoring  # type: ignore[attr-defined,unused-ignore]
         disable = monitoring.DISABLE
-        mark_sampled = self.events.mark_sampled
-        switch_off = self.events.switch_off if self.adaptive else None
-        switch_on = self.events.switch_on
+        line_off = self.events.lines.line_off
+        switch_on = self.events.lines.switch_on
         iterated = self.events.loop_iterated
         probe_loss = self.events.reader.probe_loss
         clock = time.monotonic
@@ -287,21 +287,9 @@ class MonitoringTracer:
                     switch_on(info, statement)
                 previous_of[key] = statement
                 count = started(frame, info, previous, statement)
-                if count >= limit:
-                    mark_sampled(info, statement)
-                    return disable
                 if (
-                    switch_off is not None
-                    and count > DENSE_HITS
-                    and statement not in info.loop_headers
-                    and not info.stays_on
-                    and switch_off(info, statement, count, generation[0])
-                ):
-                    # The frame's last statement stays a loss once probed: only its first
-                    # successor probes it.
-                    if previous in info.loss_lines and previous not in info.probe_at.values():
-                        info.probe_at[statement] = previous
-                        return None
+                    count >= limit or (count > DENSE_HITS and statement not in info.loop_headers)
+                ) and line_off(info, previous, statement, count, generation[0], limit, adaptive):
                     return disable
                 return None
             except Exception as err:  # ours: never the program's (see .faults)

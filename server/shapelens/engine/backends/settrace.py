@@ -6,7 +6,7 @@ when the frame moves to another statement, returns or yields, or sees an excepti
 recording is done there.
 
 With the C gate (3.11), hot lines are switched off as under sys.monitoring: once a
-statement's hits can be estimated (``StatementRecorder.switch_off``), the gate drops its line
+statement's hits can be estimated (``LineSwitches.line_off``), the gate drops its line
 events in C, and its loop header's events count the iterations; every
 :data:`~shapelens.engine.recording.sampling.REARM_INTERVAL_S`, and when a shape varies, all
 lines are switched on again and read their next hit.
@@ -319,7 +319,9 @@ class Tracer:
         rearm_at = self._rearm_at
         clock = time.monotonic
         limit = self._limit
-        switch_on = events.switch_on
+        adaptive = self.adaptive
+        line_off = events.lines.line_off
+        switch_on = events.lines.switch_on
         iterated = events.loop_iterated
         probe_loss = events.reader.probe_loss
 
@@ -350,8 +352,16 @@ class Tracer:
                                 return local
                             switch_on(info, statement)
                     count = started(frame, info, previous, statement)
-                    if gate_off is not None and (count > DENSE_HITS or count >= limit):
-                        tracer._maybe_off(info, code, line, previous, statement, count)
+                    if (
+                        gate_off is not None
+                        and (
+                            count >= limit or (count > DENSE_HITS and statement not in loop_headers)
+                        )
+                        and line_off(
+                            info, previous, statement, count, generation[0], limit, adaptive
+                        )
+                    ):
+                        gate_off(code, line)
                     previous = statement
                 elif event == "return":
                     yielded = info.is_generator and frame.f_lasti in info.yield_offsets
@@ -368,31 +378,6 @@ class Tracer:
                 return None  # type: ignore[return-value]
 
         return local
-
-    def _maybe_off(
-        self, info: CodeInfo, code: CodeType, line: int, last: int, statement: int, count: int
-    ) -> None:
-        """Switch ``line`` off through the gate after the ``count``-th hit of its
-        ``statement`` (the frame ran ``last`` before), as the monitoring backend's LINE
-        callback does: for good with ``--sample``, else while its hits can be estimated."""
-        gate = self._gate
-        if gate is None:
-            return
-        if count >= self._limit:  # --sample: off for good (a re-arm reports it once)
-            self.events.mark_sampled(info, statement)
-            gate.switch_off(code, line)
-        elif (
-            self.adaptive
-            and statement not in info.loop_headers
-            and not info.stays_on
-            and self.events.switch_off(info, statement, count, self._generation[0])
-        ):
-            # The frame's last statement stays a loss once probed: only its first successor
-            # probes it.
-            if last in info.loss_lines and last not in info.probe_at.values():
-                info.probe_at[statement] = last
-            else:
-                gate.switch_off(code, line)
 
 
 def _settrace(function: Any) -> None:

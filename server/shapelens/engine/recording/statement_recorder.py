@@ -46,6 +46,7 @@ from shapelens.engine.findings.op_watch import Called, OpWatch
 from shapelens.engine.findings.replay import Replay, names_tensors
 from shapelens.engine.findings.warning_listener import WarningListener, warned_from
 from shapelens.engine.recording.code_info import NO_STATEMENT, CodeInfo
+from shapelens.engine.recording.line_switches import LineSwitches
 from shapelens.engine.recording.news import News
 from shapelens.engine.recording.reading import Reader, holds_tensors
 from shapelens.engine.recording.run_records import RunRecords, VarStats
@@ -75,6 +76,8 @@ class StatementRecorder:
     ) -> None:
         self.scope = scope
         self.records = records
+        self.lines = LineSwitches(records)
+        """Which hot lines the backend stops (sys.monitoring, the 3.11 gate)."""
         self.sources = sources
         self.dispatch = dispatch
         self.codes: dict[int, CodeInfo | None] = {}
@@ -276,35 +279,6 @@ class StatementRecorder:
                 return info.hits, info.loop_exits, info.counter_of.get(statement, statement)
             frame = frame.f_back
         return None
-
-    def switch_off(self, info: CodeInfo, statement: int, count: int, generation: int) -> bool:
-        """Whether a backend that can stop a line's events (sys.monitoring) may stop those of
-        ``statement`` after its ``count``-th hit; if so, its hits are estimated from then on.
-        Only a statement past its dense hits, whose values stayed the same, inside a loop or a
-        function (whose header or calls keep being counted), never a loop header, nor in a
-        loop over batches (its first line reads the batch before the model is given it).
-        ``generation`` tells the backend's re-arms apart (see ``CodeInfo.switched_off``)."""
-        counter = info.counter_of.get(statement)
-        if counter is None or count <= DENSE_HITS or statement in info.loop_headers:
-            return False
-        if info.dense_until.get(counter) == sys.maxsize:  # batches: see ``_read``
-            return False
-        if statement in info.stores and info.read_at.get(statement, 0) <= count + 1:
-            return False  # read on its next hits: something changed lately
-        info.switched_off[statement] = generation
-        self.records.switch_off(info.file, statement, counter)
-        return True
-
-    def switch_on(self, info: CodeInfo, statement: int) -> None:
-        """The backend reports ``statement`` again (re-armed): the estimate becomes its count,
-        and its values are read on this hit."""
-        if info.switched_off.pop(statement, None) is not None:  # else another thread's did
-            self.records.switch_on(info.file, statement)
-            info.read_at[statement] = 0
-
-    def mark_sampled(self, info: CodeInfo, statement: int) -> None:
-        """The backend stops reporting ``statement`` (sampling): its counts are lower bounds."""
-        self.records.mark_sampled(info.file, statement)
 
     def conclude(self, exc: BaseException | None) -> None:
         """The run ended with ``exc``: report the mismatch finding it caused, if any."""
