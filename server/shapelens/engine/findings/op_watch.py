@@ -365,7 +365,7 @@ class OpWatch:
                 return _HOUSEKEEPING  # an optimizer's or zero_grad's own call, not a module's
             if code.co_name == torch_compat.MODULE_CALL_FRAME and below is not None:
                 direct = False
-                module = forward_call(below)[0]
+                module = _module_of(below)
                 modules += 1
                 forward_depth = forward_depth or depth
             elif depth >= 3:
@@ -447,6 +447,16 @@ def is_call_helper(code: CodeType) -> bool:
 def _is_torch_module(module: Any) -> bool:
     """One of torch.nn's own modules (``nn.Softmax``, ``nn.MSELoss``), not a user's."""
     return str(getattr(type(module), "__module__", "")).startswith("torch.nn.modules")
+
+
+def _module_of(forward: FrameType) -> Any:
+    """The module a forward frame runs (its first argument), as :func:`forward_call` finds
+    it, without gathering the call's arguments: a walk asks for it on every watched call
+    made inside a module."""
+    code = forward.f_code
+    if not (code.co_argcount or code.co_kwonlyargcount):
+        return None
+    return forward.f_locals.get(code.co_varnames[0])
 
 
 def forward_call(forward: FrameType) -> ModuleCall:

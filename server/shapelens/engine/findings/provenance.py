@@ -210,7 +210,7 @@ def _data_input(inputs: list[Any]) -> Any:
 
 def _meta(value: Any) -> Meta:
     try:
-        shape = tuple(int(d) for d in value.shape)
+        shape = tuple(map(int, value.shape))
     except Exception:
         shape = None
     try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from shapelens.engine.torch_support import simulated_values, torch_compat
@@ -167,11 +167,34 @@ def safe_attribute(obj: Any, attr: str) -> Any:
     return None
 
 
+_DTYPE_NAMES: dict[Any, str] = {}
+_DEVICE_TEXTS: dict[Any, str] = {}
+"""Names of the dtypes and devices seen, a handful in a run: ``str()`` of a ``torch.device``
+costs more than a dictionary lookup, and every tensor a checked hit sees is named."""
+_MAX_NAMED = 256
+
+
+def _named(table: dict[Any, str], value: Any, name: Callable[[Any], str]) -> str:
+    try:
+        known = table.get(value)
+    except TypeError:  # unhashable: an odd array type's
+        return name(value)
+    if known is None:
+        known = name(value)
+        if len(table) < _MAX_NAMED:
+            table[value] = known
+    return known
+
+
+def _dtype_text(dtype: Any) -> str:
+    text = str(dtype)
+    return text[6:] if text.startswith("torch.") else text
+
+
 def dtype_name(dtype: Any) -> str | None:
     if dtype is None:
         return None
-    text = str(dtype)
-    return text[6:] if text.startswith("torch.") else text
+    return _named(_DTYPE_NAMES, dtype, _dtype_text)
 
 
 DEVICE_ALIASES: dict[str, str] = {}
@@ -182,5 +205,5 @@ simulates CUDA (:mod:`shapelens.engine.torch_support.shape_only`)."""
 def device_name(device: Any) -> str | None:
     if device is None:
         return None
-    name = str(device)
+    name = _named(_DEVICE_TEXTS, device, str)
     return DEVICE_ALIASES.get(name, name) if DEVICE_ALIASES else name
