@@ -57,6 +57,7 @@ def _inside_virtualenv(path: str, root: str) -> bool:
 class UserCodeScope:
     config: ScopeConfig
     _file_cache: dict[str, str | None] = field(default_factory=dict)
+    _real_folders: dict[str, str] = field(default_factory=dict)
     _library: tuple[str, ...] = field(default_factory=_library_dirs)
 
     def __post_init__(self) -> None:
@@ -79,20 +80,32 @@ class UserCodeScope:
             return filename  # the name the kernel gave the cell: its lines' file
         if not filename or filename.startswith("<"):
             return None
-        path = os.path.realpath(os.path.abspath(filename))
+        path = self._resolved(filename)
         if path in self._always:
             return path
-        relative = os.path.relpath(path, self._root)
-        if any(_glob(path, relative, g) for g in self.config.exclude):
-            return None
-        if any(_glob(path, relative, g) for g in self.config.include):
-            return path
+        if self.config.exclude or self.config.include:
+            relative = os.path.relpath(path, self._root)
+            if any(_glob(path, relative, g) for g in self.config.exclude):
+                return None
+            if any(_glob(path, relative, g) for g in self.config.include):
+                return path
         if not path.startswith(self._root):
             return None
         library = any(path.startswith(d) for d in self._library if not self._root.startswith(d))
         if library or _inside_virtualenv(path, self._root.rstrip(os.sep)):
             return None
         return path
+
+    def _resolved(self, filename: str) -> str:
+        """``os.path.realpath`` of ``filename``, its folder's resolved once: every library
+        file a program runs is judged when its code first starts, and realpath walks each
+        folder up to the root (24 of 37 µs a file, 2,000 of torch's files)."""
+        folder, name = os.path.split(os.path.abspath(filename))
+        real = self._real_folders.get(folder)
+        if real is None:
+            real = self._real_folders[folder] = os.path.realpath(folder)
+        path = os.path.join(real, name)
+        return os.path.realpath(path) if os.path.islink(path) else path
 
     def raised_at(self, error: BaseException) -> tuple[str | None, int | None]:
         """The innermost line of user code that ``error`` passed through, if any."""
