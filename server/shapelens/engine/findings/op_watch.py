@@ -31,6 +31,13 @@ from types import CodeType, FrameType, TracebackType
 from typing import Any, NamedTuple
 
 from shapelens.engine.findings.call_trials import Verdict, judge
+from shapelens.engine.findings.forward_frames import (
+    ModuleCall,
+    forward_call,
+    is_call_helper,
+    is_torch_module,
+    module_of,
+)
 from shapelens.engine.findings.op_names import op_label
 from shapelens.engine.source.elementwise import OPERATOR_NAMES
 from shapelens.engine.switches import tuned
@@ -73,15 +80,6 @@ class Called(NamedTuple):
 
 
 OnCall = Callable[[Called], None]
-_VARARGS, _VARKEYWORDS = 0x04, 0x08
-
-
-class ModuleCall(NamedTuple):
-    """A module a failing call was made in, and what its forward was given."""
-
-    module: Any
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
 
 
 Walked = tuple[FrameType | None, bool, Any, Any]
@@ -351,7 +349,7 @@ class OpWatch:
                 return _NOWHERE
             if self._frames.get(id(frame)) is frame:
                 wrapper = module if modules == 1 and forward_depth <= 3 else None
-                if wrapper is not None and not _is_torch_module(wrapper):
+                if wrapper is not None and not is_torch_module(wrapper):
                     wrapper = None
                 return frame, direct, module, wrapper
             code = frame.f_code
@@ -365,7 +363,7 @@ class OpWatch:
                 return _HOUSEKEEPING  # an optimizer's or zero_grad's own call, not a module's
             if code.co_name == torch_compat.MODULE_CALL_FRAME and below is not None:
                 direct = False
-                module = _module_of(below)
+                module = module_of(below)
                 modules += 1
                 forward_depth = forward_depth or depth
             elif depth >= 3:
@@ -432,53 +430,6 @@ def _tensors(tensor: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> lis
         elif isinstance(value, (list, tuple)):
             found.extend(item for item in value[:8] if isinstance(item, tensor))
     return found
-
-
-_MODULE_FILE = os.path.join(*torch_compat.MODULE_FILE)
-
-
-def is_call_helper(code: CodeType) -> bool:
-    """torch's ``inner()`` between ``_call_impl`` and ``forward`` in a hooked module call."""
-    return code.co_name == torch_compat.MODULE_CALL_HELPER and code.co_filename.endswith(
-        _MODULE_FILE
-    )
-
-
-def _is_torch_module(module: Any) -> bool:
-    """One of torch.nn's own modules (``nn.Softmax``, ``nn.MSELoss``), not a user's."""
-    return str(getattr(type(module), "__module__", "")).startswith("torch.nn.modules")
-
-
-def _module_of(forward: FrameType) -> Any:
-    """The module a forward frame runs (its first argument), as :func:`forward_call` finds
-    it, without gathering the call's arguments: a walk asks for it on every watched call
-    made inside a module."""
-    code = forward.f_code
-    if not (code.co_argcount or code.co_kwonlyargcount):
-        return None
-    return forward.f_locals.get(code.co_varnames[0])
-
-
-def forward_call(forward: FrameType) -> ModuleCall:
-    """The module a forward frame runs, and what it was given: its positional arguments and
-    its parameters by name (with what ``*args`` and ``**kwargs`` took: transformers wraps its
-    models' forwards in ``wrapper(self, *args, **kwargs)``)."""
-    code = forward.f_code
-    local = forward.f_locals
-    count = code.co_argcount + code.co_kwonlyargcount
-    names = code.co_varnames[:count]
-    module = local.get(names[0]) if names else None
-    args = tuple(local[name] for name in code.co_varnames[1 : code.co_argcount] if name in local)
-    kwargs = {name: local[name] for name in names[1:] if name in local}
-    extra = count
-    if code.co_flags & _VARARGS:
-        varargs = local.get(code.co_varnames[extra])
-        args += tuple(varargs) if isinstance(varargs, tuple) else ()
-        extra += 1
-    if code.co_flags & _VARKEYWORDS:
-        varkw = local.get(code.co_varnames[extra])
-        kwargs.update(varkw if isinstance(varkw, dict) else {})
-    return ModuleCall(module, args, kwargs)
 
 
 def _make_mode(torch: Any, watch: OpWatch) -> Any:

@@ -35,8 +35,9 @@ from typing import Any, NamedTuple
 
 from shapelens.engine.findings.call_mode import call_mode
 from shapelens.engine.findings.context import Birth, OriginOf, load_paths, resolver
+from shapelens.engine.findings.forward_frames import is_call_helper, module_of
 from shapelens.engine.findings.op_names import op_label
-from shapelens.engine.findings.op_watch import FailedCall, OpWatch, forward_call, is_call_helper
+from shapelens.engine.findings.op_watch import FailedCall, OpWatch
 from shapelens.engine.findings.provenance import Provenance
 from shapelens.engine.recording import values
 from shapelens.engine.recording.code_info import CodeInfo
@@ -315,7 +316,7 @@ class _Attempt:
             if info is not None:
                 return frame, info, module
             if frame.f_code.co_name == torch_compat.MODULE_CALL_FRAME and below is not None:
-                module = forward_call(below)[0]
+                module = module_of(below)
             if not is_call_helper(frame.f_code):
                 below = frame
             frame = frame.f_back
