@@ -325,7 +325,7 @@ class ChildRun:
         # Everything made so far (our engine's ~19,000 objects; torch's too in a forked run)
         # lives to the end: frozen, the program's full collections neither scan nor count
         # it. Left in, it set off one more full collection in a char-level GPT's first
-        # optimizer step (+0.13 s, the import of torch._dynamo), untraced or not.
+        # optimizer step (+0.13 s, in the import of torch._dynamo), tracing on or off.
         gc.freeze()
         self.engine.start()
         self._running = True
