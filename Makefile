@@ -44,17 +44,18 @@ $(VENV)/.installed: pyproject.toml setup.py server/shapelens/engine/backends/_li
 run: install
 	$(VENV)/bin/shapelens run examples/seed_linear_fit.py
 
-# On 2 cores from a fresh clone: the installs side by side (mostly downloads), those needed
-# only at the end (the compatibility stage's venvs: three CUDA builds of torch; code-server
-# and playwright for the e2e) going on in the background while the 3.11 suite runs, with
-# lint, types and the .vsix beside it (the suite's tests wait on traced children, timeouts
-# and editors for much of their time); then the whole suite under 3.12 (the extension's
-# unit tests beside it) and the backend-sensitive tests under 3.13; the compatibility stage;
-# then the end-to-end test alone (a browser driving code-server, timing-sensitive). Each suite is spread over PYTEST_WORKERS processes (a test
+# On 2 cores from a fresh clone: the main venv and the extension's node_modules first. The
+# other installs (mostly downloads) go on in the background while the 3.11 suite runs: the
+# 3.12 and 3.13 venvs (two CUDA builds of torch; waited for before their suites), and those
+# needed only at the end (the compatibility stage's venvs: three more; code-server and
+# playwright for the e2e). Lint, types and the .vsix run beside the 3.11 suite (its tests
+# wait on traced children, timeouts and editors for much of their time); then the whole
+# suite under 3.12 (the extension's unit tests beside it) and the backend-sensitive tests
+# under 3.13; the compatibility stage; then the end-to-end test alone (a browser driving
+# code-server, timing-sensitive). Each suite is spread over PYTEST_WORKERS processes (a test
 # mostly waits on a traced child, so more workers than cores keep both busy; a file's tests
 # stay together in one worker, in order). --output-sync keeps each part's output together.
-# tests/test_library_stack.py runs in the compatibility stage, in the venv it makes (being
-# made in the background while these suites run).
+# tests/test_library_stack.py runs in the compatibility stage, in the venv it makes.
 PYTEST_WORKERS ?= 3
 PYTEST_ARGS := -q -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/test_library_stack.py
 # torchrun runs from the command line (test_distributed_truth's, ~50 s of CPU on 3 ranks) run
@@ -63,11 +64,13 @@ PYTEST_ARGS := -q -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/test_libra
 # and on 3.10 with torch 2.4 (the GPT).
 MAIN_ONLY := -k "not ((test_distributed_truth and not language_server) or clean_corpus_raises_no_alarm_shapes_only or billion_parameter_gpt)"
 test:
-	$(MAKE) -j3 --output-sync=target install other-venvs node_modules/.installed
+	$(MAKE) -j2 --output-sync=target install node_modules/.installed
 	$(MAKE) bytecode
-	@set -e; ( $(MAKE) -j2 compat-venvs e2e-tools > .background-installs.log 2>&1 ) & later=$$!; \
-	trap 'kill $$later 2>/dev/null || true' EXIT; \
+	@set -e; ( $(MAKE) other-venvs > .other-venvs.log 2>&1 ) & soon=$$!; \
+	( $(MAKE) -j2 compat-venvs e2e-tools > .background-installs.log 2>&1 ) & later=$$!; \
+	trap 'kill $$soon $$later 2>/dev/null || true' EXIT; \
 	$(MAKE) -j4 --output-sync=target pytest lint typecheck vsix; \
+	wait $$soon || { cat .other-venvs.log; echo "the 3.12 and 3.13 venvs failed to install" >&2; exit 1; }; \
 	$(MAKE) -j2 --output-sync=target pytest-monitoring extension-unit; \
 	$(MAKE) pytest-backend-subset; \
 	wait $$later || { cat .background-installs.log; echo "the compatibility venvs or the e2e tools failed to install" >&2; exit 1; }; \
