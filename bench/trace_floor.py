@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import textwrap
@@ -51,12 +52,19 @@ def _nothing(frame: FrameType, event: str, arg: Any) -> None:
 
 
 def main() -> int:
+    folder = tempfile.mkdtemp(prefix="shapelens-floor-")
+    try:
+        return _measure(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _measure(folder: str) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--out", type=Path)
     options = parser.parse_args()
-    folder = tempfile.mkdtemp(prefix="shapelens-floor-")
     script = Path(folder) / "training.py"
     script.write_text(TRAINING)  # user code: a file under the scope's root
     namespace: dict[str, Any] = {}
