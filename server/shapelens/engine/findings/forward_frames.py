@@ -38,9 +38,9 @@ def is_torch_module(module: Any) -> bool:
 
 
 def module_of(forward: FrameType) -> Any:
-    """The module a forward frame runs (its first argument), as :func:`forward_call` finds
-    it, without gathering the call's arguments: a walk asks for it on every watched call
-    made inside a module."""
+    """The module a forward frame runs (its first argument), without gathering the call's
+    arguments (:func:`forward_call`): a walk asks for it on every watched call made inside a
+    module."""
     code = forward.f_code
     if not (code.co_argcount or code.co_kwonlyargcount):
         return None
@@ -55,7 +55,7 @@ def forward_call(forward: FrameType) -> ModuleCall:
     local = forward.f_locals
     count = code.co_argcount + code.co_kwonlyargcount
     names = code.co_varnames[:count]
-    module = local.get(names[0]) if names else None
+    module = module_of(forward)
     args = tuple(local[name] for name in code.co_varnames[1 : code.co_argcount] if name in local)
     kwargs = {name: local[name] for name in names[1:] if name in local}
     extra = count
