@@ -14,7 +14,7 @@ OTHER_PYTHON_VERSIONS := 3.12.1 3.13.0
 EXTRA_PYTHONS ?= $(foreach v,$(OTHER_PYTHON_VERSIONS),$(PYENV_ROOT)/versions/$(v)/bin/python)
 TORCH_PIN := torch==2.13.0
 
-.PHONY: install run test bytecode test-installs lint typecheck pytest other-venvs-torch other-venvs pytest-other-pythons pytest-monitoring pytest-backend-subset bench clean extension extension-unit bundle-python vsix e2e-tools e2e e2e-run test-compat compat-venvs test-torch-versions
+.PHONY: install run test test-installs lint typecheck pytest other-venvs-torch other-venvs pytest-other-pythons pytest-monitoring pytest-backend-subset bench clean extension extension-unit bundle-python vsix e2e-tools e2e e2e-run test-compat compat-venvs test-torch-versions
 
 install: $(VENV)/.installed
 
@@ -22,12 +22,20 @@ install: $(VENV)/.installed
 # keeps as a local wheel that pip's own settings find). Its cache sits in the clone and its
 # venvs hard-link their files from it: the CUDA builds of torch that the other interpreters'
 # venvs take from PyPI (~4 GB each, their nvidia-* libraries shared) download and unpack in
-# parallel, ~4x faster than pip, with no second copy on disk. --compile-bytecode because
-# PYTHONDONTWRITEBYTECODE=1 here and in CI: nothing would compile them later.
+# parallel, ~4x faster than pip, with no second copy on disk.
 UV_PIN := uv==0.13.8
 UV := .tools/uv/bin/uv
 export UV_CACHE_DIR := $(CURDIR)/.cache/uv
-UV_INSTALL = $(UV) pip install -q --compile-bytecode --python
+UV_INSTALL = $(UV) pip install -q --python
+
+# This machine and CI set PYTHONDONTWRITEBYTECODE=1: every process (each traced run, fork
+# server, language server and test worker) would compile every module it imports from
+# source, again. Python writes each module's bytecode the first time a process imports it
+# here instead, so the venvs are not compiled whole up front either (~25 s of CPU per torch
+# venv, ~9,000 files, most never imported; six venvs): scripts/warm_imports.py writes what
+# the suites import in one process right after each install, before several processes
+# would all compile torch at once.
+unexport PYTHONDONTWRITEBYTECODE
 
 $(UV):
 	$(PYTHON) -m venv .tools/uv
@@ -37,8 +45,9 @@ $(UV):
 $(VENV)/.installed: pyproject.toml setup.py server/shapelens/engine/backends/_library_gate.c | $(UV)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q $(TORCH_PIN)
+	$(PY) -m pip install -q --no-compile $(TORCH_PIN)
 	$(UV_INSTALL) $(PY) -e ".[dev]"
+	$(PY) scripts/warm_imports.py
 	touch $@
 
 run: install
@@ -65,7 +74,6 @@ PYTEST_ARGS := -q -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/test_libra
 MAIN_ONLY := -k "not ((test_distributed_truth and not language_server) or clean_corpus_raises_no_alarm_shapes_only or billion_parameter_gpt)"
 test:
 	$(MAKE) -j2 --output-sync=target install node_modules/.installed
-	$(MAKE) bytecode
 	@set -e; ( $(MAKE) other-venvs > .other-venvs.log 2>&1 ) & soon=$$!; \
 	( $(MAKE) -j2 compat-venvs e2e-tools > .background-installs.log 2>&1 ) & later=$$!; \
 	trap 'kill $$soon $$later 2>/dev/null || true' EXIT; \
@@ -76,15 +84,6 @@ test:
 	wait $$later || { cat .background-installs.log; echo "the compatibility venvs or the e2e tools failed to install" >&2; exit 1; }; \
 	$(MAKE) test-compat; \
 	$(MAKE) e2e-run
-
-# This machine (and CI) sets PYTHONDONTWRITEBYTECODE=1, so the editable install's modules
-# would be compiled from source by every process that imports them (each `shapelens run`,
-# language server and fork server of the suites: ~0.1 s each). Compiled here once per
-# interpreter the tests run the package in; a .pyc whose source changed is not used.
-bytecode:
-	@for python in $(PY) $(EXTRA_PYTHONS) $(PYENV_ROOT)/versions/3.10.13/bin/python; do \
-	  if [ -x $$python ]; then $$python -m compileall -q server/shapelens > /dev/null || true; fi; \
-	done
 
 test-installs:
 	$(MAKE) -j4 --output-sync=target install other-venvs node_modules/.installed e2e-tools
@@ -124,7 +123,8 @@ other-venvs: other-venvs-torch install
 	for interpreter in $(EXTRA_PYTHONS); do \
 	  venv=$(call venv_of,$$interpreter); \
 	  if [ ! $$venv/.installed -nt pyproject.toml ]; then \
-	    $(UV_INSTALL) $$venv/bin/python $(TORCH_PIN) -e ".[test]" && touch $$venv/.installed; \
+	    $(UV_INSTALL) $$venv/bin/python $(TORCH_PIN) -e ".[test]" && $$venv/bin/python scripts/warm_imports.py \
+	      && touch $$venv/.installed; \
 	  fi; \
 	done
 
@@ -177,7 +177,7 @@ test-torch-versions: install | $(UV)
 	UV=$(UV) PY=$(PY) PYENV_ROOT=$(PYENV_ROOT) scripts/test_compat.sh --between
 
 # Every script adds its table to bench/results/latest.md; docs/speed.md shows the report.
-bench: install bytecode
+bench: install
 	bench/setup_anchors.sh
 	$(PY) bench/run_bench.py
 	for python in $(VENV)/bin/python .venv312/bin/python .venv313/bin/python; do \

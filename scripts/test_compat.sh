@@ -11,6 +11,7 @@
 # (`make test` does it beside its other installs). The runs are time-boxed together to
 # COMPAT_BUDGET_S seconds (default 480: 8 minutes on 2 cores); making a venv is not counted.
 set -euo pipefail
+unset PYTHONDONTWRITEBYTECODE  # modules compiled once, when first imported (the Makefile says why)
 if [ -n "${SKIP_OTHER_PYTHONS:-}" ]; then
   echo "== SKIP_OTHER_PYTHONS set: the compatibility stage not run"; exit 0
 fi
@@ -59,10 +60,11 @@ venv_for() {  # name version pins: the venv's python, made when missing
     "$interpreter" -m venv "$venv"
     # shellcheck disable=SC2086  # the pins are words
     if [ -x "$UV" ]; then  # uv: ~4x faster than pip here (the Makefile says why)
-      "$UV" pip install -q --compile-bytecode --python "$venv/bin/python" $3 >&2
+      "$UV" pip install -q --python "$venv/bin/python" $3 >&2
     else
       "$venv/bin/python" -m pip install -q $3 >&2
     fi
+    "$venv/bin/python" "$(dirname "$0")/warm_imports.py" >&2  # the Makefile says why
     echo "$3" > "$venv/.installed"
   fi
   echo "$venv/bin/python"
