@@ -317,6 +317,15 @@ def script(tmp_path: Path):  # type: ignore[no-untyped-def]
     return write
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, exited but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def line_of(path: Path, marker: str) -> int:
     """1-based number of the first line starting with ``marker`` (tests name lines, not numbers)."""
     for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):

@@ -18,7 +18,7 @@ import pytest
 
 from shapelens.trace.codec import SCHEMA_PATH
 
-from conftest import line_of, need, run_cli
+from conftest import alive, line_of, need, run_cli
 
 torch = need("torch")
 
@@ -218,19 +218,11 @@ STALLING_LOOP = LOOP.replace(
 )
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rpartition(")")[2].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def _wait_gone(pids: list[int], timeout: float = 30) -> None:
     """No rank outlives its run (a rank's own exit may lag the launcher by a moment)."""
     deadline = time.monotonic() + timeout
-    while any(_alive(pid) for pid in pids):
-        assert time.monotonic() < deadline, [pid for pid in pids if _alive(pid)]
+    while any(alive(pid) for pid in pids):
+        assert time.monotonic() < deadline, [pid for pid in pids if alive(pid)]
         time.sleep(0.1)  # polling for the condition
 
 

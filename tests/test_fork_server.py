@@ -17,7 +17,7 @@ import pytest
 
 from shapelens.runner.warm import FORK_SERVER_VARIABLE
 
-from conftest import run_cli, warm_runner
+from conftest import alive, run_cli, warm_runner
 
 ASK = """
 import json
@@ -93,3 +93,32 @@ def test_ctrl_c_reaches_a_forked_run(script, tmp_path: Path, server_ignores_it: 
             process.kill()
     trace = json.loads((tmp_path / "trace.json").read_text())
     assert trace["exception"]["type"] == "KeyboardInterrupt"
+
+
+STARTER = """
+import sys
+import time
+from shapelens.runner.warm import WarmRunner
+runner = WarmRunner(sys.executable)
+while not runner.ready:
+    time.sleep(0.05)  # polling for the condition
+print(runner.directory, runner.server_pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_fork_server_whose_starter_is_killed_exits_and_removes_its_folder() -> None:
+    """A language server killed outright (SIGKILL: nothing of it runs) leaves neither its
+    fork server running nor the fork server's folder (its socket, its description) in /tmp."""
+    starter = subprocess.Popen([sys.executable, "-c", STARTER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert starter.stdout is not None
+        directory, server = starter.stdout.readline().split()
+        assert os.path.exists(os.path.join(directory, "zygote.sock"))
+    finally:
+        starter.kill()
+        starter.wait()
+    deadline = time.monotonic() + 30
+    while os.path.exists(directory) or alive(int(server)):
+        assert time.monotonic() < deadline, os.listdir(directory)
+        time.sleep(0.05)  # polling for the condition

@@ -15,6 +15,7 @@ import importlib
 import json
 import os
 import select
+import shutil
 import signal
 import socket
 import sys
@@ -108,6 +109,10 @@ def serve(path: str) -> None:
             _reap(children)
     for connection in children.values():
         connection.close()
+    # Gone without closing us (killed outright): its starter would have killed us first, then
+    # removed the private folder it made for our socket alone; so that is ours to remove.
+    listener.close()
+    shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
 
 def _reap(children: dict[int, socket.socket]) -> None:
