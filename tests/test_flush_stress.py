@@ -278,9 +278,11 @@ def test_lines_that_several_threads_run_keep_their_counts(tmp_path: Path) -> Non
     """Four threads in one function, switching every microsecond. Under sys.monitoring a
     line switched off and on is a check and a change of tables the threads share: another
     thread's event came between, and a line was left off with no estimate (137 hits shown
-    for 80,000). Such code's lines stay on, and the counts are right but for the increments
-    two threads make at once: a count is read and written back by each thread, and one is
-    lost when a switch comes between (under 3 %, seen on a loaded machine)."""
+    for 80,000). Such code's lines stay on. And a count is never read by one thread and
+    written back after another's: the interpreter may switch threads after a call, and one
+    between `hits.get(line, 0)` and the store lost that thread's hits (0.1-1 % here, half a
+    line's 80,000 on a busy CI machine). The lines counted on every hit (the function's
+    calls, the loop's header) are exact; the others within their estimate."""
     script = tmp_path / "shared.py"
     script.write_text(SHARED_CODE)
     plain = subprocess.run(
@@ -291,15 +293,20 @@ def test_lines_that_several_threads_run_keep_their_counts(tmp_path: Path) -> Non
     assert (run.returncode, run.stdout, run.stderr) == (0, plain.stdout, plain.stderr)
     assert run.trace is not None and "tracing_stopped" not in run.trace
     hits = {line["line"]: line["hits"] for line in run.trace["lines"]}
-    expected = {
+    exact = {
+        "def helper(x, k)": 80_000,
+        "for i in range(20000)": 4 * 20_001,  # each thread's last pass ends its loop
+    }
+    assert {marker: hits[line_of(script, marker)] for marker in exact} == exact, hits
+    estimated = {
         "y = x * 2": 80_000,
         "if k % 7 == 0": 80_000,
-        "z = [k] * 3": 4 * len(range(0, 20_000, 7)),
+        "z = [k] * 3": sum((i + seed) % 7 == 0 for seed in range(4) for i in range(20_000)),
         "return y + 1": 80_000,
         "total += helper": 80_000,
     }
-    for marker, count in expected.items():
-        assert abs(hits[line_of(script, marker)] - count) < count * 0.1, (marker, hits)
+    for marker, count in estimated.items():
+        assert abs(hits[line_of(script, marker)] - count) < count * 0.01, (marker, hits)
 
 
 def test_threads_describing_the_same_code_at_once_share_one_record() -> None:

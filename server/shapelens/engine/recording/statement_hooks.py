@@ -18,6 +18,18 @@ FIRST_CHECKED = tuned(4)
 class used several times in one forward), then on hits 8, 16, 32, …"""
 
 
+def add_hit(table: dict[int, int], key: int) -> int:
+    """``table[key] += 1``, and the count now. In place, not ``table.get(key, 0) + 1``: the
+    interpreter may switch threads after a call returns, and another thread's hit counted
+    between this one's read and write would be lost (half a line's hits, four threads in
+    one function on a busy machine). The two hooks below do the same inline."""
+    try:
+        table[key] += 1
+    except KeyError:
+        table[key] = 1
+    return table[key]
+
+
 def statement_hook(
     *,
     watched: dict[int, Any],
@@ -57,11 +69,14 @@ def statement_hook(
             and previous != statement  # header to header: the next iteration
             and info.counter_of.get(statement) != previous
         ):
-            exits = info.loop_exits  # the header's hit was the loop's end
-            exits[previous] = exits.get(previous, 0) + 1
+            add_hit(info.loop_exits, previous)  # the header's hit was the loop's end
         if statement in info.definitions:
             return 0
-        count = hits[statement] = hits.get(statement, 0) + 1
+        try:  # add_hit, inline: no thread switch between the read and the write
+            hits[statement] += 1
+        except KeyError:
+            hits[statement] = 1
+        count = hits[statement]
         # Checked on hits 1 to 4, then 8, 16, ...: shapes rarely change elsewhere; and
         # on the few statements after a read saw a new shape (the last, smaller batch).
         checked = count <= FIRST_CHECKED or not count & (count - 1)
@@ -84,8 +99,11 @@ def iteration_hook(read: Read) -> Callable[[FrameType, CodeInfo, int], None]:
 
     def loop_iterated(frame: FrameType, info: CodeInfo, header: int) -> None:
         hits = info.hits
-        hit = hits.get(header, 0)
-        hits[header] = hit + 1
+        try:  # add_hit, inline: no thread switch between the read and the write
+            hits[header] += 1
+        except KeyError:
+            hits[header] = 1
+        hit = hits[header] - 1
         names = info.stores.get(header)
         if names is not None:
             read(frame, info, header, names, hit)

@@ -52,7 +52,7 @@ from shapelens.engine.recording.reading import Reader, holds_tensors
 from shapelens.engine.recording.run_records import RunRecords, VarStats
 from shapelens.engine.recording.sampling import DENSE_HITS, NEWS_WINDOW, due, read_done, read_news
 from shapelens.engine.recording.scope import UserCodeScope
-from shapelens.engine.recording.statement_hooks import iteration_hook, statement_hook
+from shapelens.engine.recording.statement_hooks import add_hit, iteration_hook, statement_hook
 from shapelens.engine.source.source_map import SourceMaps
 from shapelens.trace.finding import Finding, finding_to_json
 
@@ -178,7 +178,7 @@ class StatementRecorder:
             self.op_watch.pause()
         if info.is_module:
             return
-        calls = info.hits[info.def_line] = info.hits.get(info.def_line, 0) + 1
+        calls = add_hit(info.hits, info.def_line)
         if info.arg_names:
             self._read(frame, info, info.def_line, info.arg_names, calls, arguments=True)
 
@@ -193,7 +193,7 @@ class StatementRecorder:
         if self._news_window:
             self._news_window.pop(id(frame), None)
         if not yielded and previous in info.loop_headers:
-            info.loop_exits[previous] = info.loop_exits.get(previous, 0) + 1
+            add_hit(info.loop_exits, previous)
         if not yielded and previous in info.stores:
             self._read(frame, info, previous, info.stores[previous], info.hits.get(previous, 0))
         if (
