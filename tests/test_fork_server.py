@@ -122,3 +122,35 @@ def test_a_fork_server_whose_starter_is_killed_exits_and_removes_its_folder() ->
     while os.path.exists(directory) or alive(int(server)):
         assert time.monotonic() < deadline, os.listdir(directory)
         time.sleep(0.05)  # polling for the condition
+
+
+def test_a_fork_server_ended_by_sigterm_removes_its_folder() -> None:
+    """The editor ending its language server's process group (SIGTERM to each process): the
+    fork server exits and takes its folder with it."""
+    with warm_runner(dict(os.environ)) as warm:
+        assert warm.server_pid is not None
+        os.kill(warm.server_pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while os.path.exists(warm.directory) or alive(warm.server_pid):
+            assert time.monotonic() < deadline, os.listdir(warm.directory)
+            time.sleep(0.05)  # polling for the condition
+
+
+TERMINATED = """
+import os
+import signal
+print("before", flush=True)
+os.kill(os.getpid(), signal.SIGTERM)
+print("after")
+"""
+
+
+def test_a_run_that_gets_sigterm_ends_as_one_started_cold(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The fork server handles SIGTERM itself; a run forked from it gets the disposition the
+    server started with (here the default: the program ends by the signal), as cold."""
+    script(TERMINATED)
+    forked, cold = (
+        run_cli("--quiet", "main.py", cwd=tmp_path, cold=cold) for cold in (False, True)
+    )
+    assert (forked.returncode, forked.stdout) == (cold.returncode, cold.stdout)
+    assert forked.stdout == "before\n" and forked.returncode != 0

@@ -77,6 +77,10 @@ def serve(path: str) -> None:
     os.set_blocking(wakeup_write, False)
     signal.set_wakeup_fd(wakeup_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
+    # SIGTERM (the editor ending its process group) ends the loop as a closed stdin does, so
+    # the folder goes too; a run gets the disposition the server started with.
+    terminated: list[int] = []
+    started_with = signal.signal(signal.SIGTERM, lambda number, _: terminated.append(number))
     children: dict[int, socket.socket] = {}
     print("ready", flush=True)
     while True:
@@ -89,6 +93,8 @@ def serve(path: str) -> None:
         if wakeup_read in ready:
             os.read(wakeup_read, 4096)
             _reap(children)
+            if terminated:
+                break
         if listener in ready:
             connection, _ = listener.accept()
             message, fds, _, _ = socket.recv_fds(connection, MAX_REQUEST, len(FD_NAMES))
@@ -98,6 +104,7 @@ def serve(path: str) -> None:
                 listener.close()
                 signal.set_wakeup_fd(-1)
                 signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                signal.signal(signal.SIGTERM, started_with or signal.SIG_DFL)  # None: C's
                 # run() ends with sys.exit: SystemExit leaves serve() and this child exits as
                 # python does (thread joins, then atexit, where the last results are sent).
                 _run_child(request, dict(zip(FD_NAMES, fds, strict=True)))
@@ -109,8 +116,9 @@ def serve(path: str) -> None:
             _reap(children)
     for connection in children.values():
         connection.close()
-    # Gone without closing us (killed outright): its starter would have killed us first, then
-    # removed the private folder it made for our socket alone; so that is ours to remove.
+    # Our starter gone without closing us (killed outright), or a SIGTERM: a starter that
+    # closes us kills us first, then removes the private folder it made for our socket
+    # alone; so here that is ours to remove.
     listener.close()
     shutil.rmtree(os.path.dirname(path), ignore_errors=True)
 
