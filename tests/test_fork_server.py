@@ -107,6 +107,14 @@ time.sleep(600)
 """
 
 
+def _wait_gone(directory: str, server: int) -> None:
+    """The fork server ``server`` exits and its folder goes, within 30 s."""
+    deadline = time.monotonic() + 30
+    while os.path.exists(directory) or alive(server):
+        assert time.monotonic() < deadline, os.listdir(directory)
+        time.sleep(0.05)  # polling for the condition
+
+
 def test_a_fork_server_whose_starter_is_killed_exits_and_removes_its_folder() -> None:
     """A language server killed outright (SIGKILL: nothing of it runs) leaves neither its
     fork server running nor the fork server's folder (its socket, its description) in /tmp."""
@@ -118,10 +126,7 @@ def test_a_fork_server_whose_starter_is_killed_exits_and_removes_its_folder() ->
     finally:
         starter.kill()
         starter.wait()
-    deadline = time.monotonic() + 30
-    while os.path.exists(directory) or alive(int(server)):
-        assert time.monotonic() < deadline, os.listdir(directory)
-        time.sleep(0.05)  # polling for the condition
+    _wait_gone(directory, int(server))
 
 
 def test_a_fork_server_ended_by_sigterm_removes_its_folder() -> None:
@@ -130,10 +135,7 @@ def test_a_fork_server_ended_by_sigterm_removes_its_folder() -> None:
     with warm_runner(dict(os.environ)) as warm:
         assert warm.server_pid is not None
         os.kill(warm.server_pid, signal.SIGTERM)
-        deadline = time.monotonic() + 30
-        while os.path.exists(warm.directory) or alive(warm.server_pid):
-            assert time.monotonic() < deadline, os.listdir(warm.directory)
-            time.sleep(0.05)  # polling for the condition
+        _wait_gone(warm.directory, warm.server_pid)
 
 
 TERMINATED = """
