@@ -85,6 +85,7 @@ OnCall = Callable[[Called], None]
 Walked = tuple[FrameType | None, bool, Any, Any]
 """What :meth:`OpWatch._walk` found: (watched frame, direct, module, wrapper)."""
 _NOWHERE: Walked = (None, False, None, None)
+_FORGOTTEN: tuple[FrameType | None, Walked] = (None, _NOWHERE)
 _HOUSEKEEPING: Walked = (None, True, None, None)
 """What :meth:`OpWatch._walk` finds for a call of a training step's housekeeping."""
 _ZERO_GRAD = "zero_grad"
@@ -143,12 +144,13 @@ class OpWatch:
         self._frames: dict[int, FrameType] = {}
         self._active = False
         """Our mode is pushed: the innermost frame of user code has its statement watched."""
-        self._last_walk: tuple[FrameType | None, Walked] = (None, _NOWHERE)
+        self._last_walk: tuple[FrameType | None, Walked] = _FORGOTTEN
         """Where calls from the last calling frame lead (see :meth:`_walk`): a frame's ops
         come in a row. Only that one frame is held: a library frame that returned keeps its
         locals (``F.batch_norm``'s result) alive for as long as it is held."""
         self._labels: dict[int, str] = {}
         self._mode: Any = None
+        self._tensor: type = type(None)  # torch.Tensor, once the mode is made
         self._torch_dir = ""
         self._optim_dir = ""
         self._failed: FailedCall | None = None
@@ -178,6 +180,7 @@ class OpWatch:
             return False
         if self._mode is None:
             self._mode = _make_mode(torch, self)
+            self._tensor = torch.Tensor
             self._torch_dir = os.path.dirname(str(torch.__file__))
             self._optim_dir = os.path.join(self._torch_dir, "optim", "")
         if not self._active and not self._activate(torch):
@@ -261,7 +264,7 @@ class OpWatch:
             self.passing = True
 
     def forget_walk(self) -> None:
-        self._last_walk = (None, _NOWHERE)
+        self._last_walk = _FORGOTTEN
 
     def watching(self) -> bool:
         return bool(self._frames)
@@ -318,10 +321,11 @@ class OpWatch:
             left, right = (args[1], args[0]) if reversed_ else (args[0], args[1])
             self.on_op(frame, symbol, left, right, result)
         if self.on_call is not None:
-            tensor = sys.modules["torch"].Tensor
-            inputs = _tensors(tensor, args, kwargs)
-            results = _tensors(tensor, (result,), {})
+            tensor = self._tensor
+            # Most calls return one tensor: no scan of a one-item tuple.
+            results = [result] if isinstance(result, tensor) else _tensors(tensor, (result,), {})
             if results:
+                inputs = _tensors(tensor, args, kwargs)
                 label = type(module).__name__ if module is not None else self._label(func)
                 self.on_call(
                     Called(frame, label, func, args, kwargs, inputs, results, direct, wrapper)
@@ -438,22 +442,24 @@ def _make_mode(torch: Any, watch: OpWatch) -> Any:
             self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None
         ) -> Any:
             caller = sys._getframe(1)
+            if kwargs is None:
+                kwargs = {}
             if watch.passing or caller.f_code.co_filename.startswith(_OURS):
-                return func(*args, **(kwargs or {}))  # a quiet statement's, or our own read
+                return func(*args, **kwargs)  # a quiet statement's, or our own read
             if watch._last_walk[0] is not caller:
-                watch.forget_walk()  # before the op allocates: its frame's locals may go
+                watch._last_walk = _FORGOTTEN  # before the op allocates: its frame's locals may go
             try:
                 with shown_at_the_caller(func, caller):  # its warnings: the call's, not ours
-                    result = func(*args, **(kwargs or {}))
+                    result = func(*args, **kwargs)
             except Exception as exc:
                 try:  # noqa: SIM105 - never an error of ours in the program
-                    watch.failed(func, args, kwargs or {}, exc, caller)
+                    watch.failed(func, args, kwargs, exc, caller)
                 except Exception:
                     pass
                 raise
             # Not contextlib.suppress, on every watched call: a try costs nothing until it raises.
             try:  # noqa: SIM105
-                watch.seen(func, args, kwargs or {}, result, caller)
+                watch.seen(func, args, kwargs, result, caller)
             except Exception:
                 pass
             return result
