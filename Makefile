@@ -187,8 +187,9 @@ bench: install
 	$(PY) bench/memory_accuracy.py --out bench/results/latest.md
 	$(PY) bench/shape_only.py $$(for python in $(VENV)/bin/python .venv312/bin/python; do \
 	  if [ -x $$python ]; then printf -- '--python %s ' $$python; fi; done) --out bench/results/latest.md
-	for python in $(VENV)/bin/python .venv312/bin/python; do \
-	  if [ -x $$python ]; then $$python bench/trace_floor.py --out bench/results/latest.md || exit 1; fi; \
+	$(PY) bench/trace_floor.py --out bench/results/latest.md
+	for python in $(VENV)/bin/python .venv312/bin/python .venv313/bin/python; do \
+	  if [ -x $$python ]; then $$python bench/step_costs.py --out bench/results/latest.md || exit 1; fi; \
 	done
 	$(PY) bench/notebook.py $$(for python in $(VENV)/bin/python .venv312/bin/python .venv313/bin/python; do \
 	  if [ -x $$python ]; then printf -- '--python %s ' $$python; fi; done) --out bench/results/latest.md

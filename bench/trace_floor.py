@@ -4,7 +4,9 @@ price for tracing: every call of torch's Python code is a call event); under Sha
 tracer without and with the module tree.
 
 Usage: python bench/trace_floor.py [--rounds N] [--steps N] [--out FILE]
-(3.11: the sys.settrace backend; on 3.12+ the tracer rows use sys.monitoring).
+(3.11: the sys.settrace backend; on 3.12+ the tracer rows use sys.monitoring). ``make bench``
+runs it on 3.11 only: on 3.12+ the floor is a no-op ``sys.monitoring`` tool, not
+``sys.settrace``; ``step_costs.py`` measures there against it.
 """
 
 from __future__ import annotations
