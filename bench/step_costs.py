@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -104,14 +105,21 @@ def one_run(workload: str, variant: str) -> list[float]:
     warm = type(train)(warm_code, namespace)
     for _ in range(2):
         warm(model, x, y, optimizer, loss_fn, steps, [])
+    engine = None
     if variant == "noop":
         install_noop_tracer(folder + os.sep)
     elif variant != "untraced":
         os.environ[OFF_VARIABLE] = variant  # read when the engine is built
-        engine_for(ScopeConfig(root=folder), whole_program=True).start()
+        engine = engine_for(ScopeConfig(root=folder), whole_program=True)
+        engine.start()
     marks: list[float] = []
     start = time.perf_counter()
-    train(model, x, y, optimizer, loss_fn, steps, marks)
+    try:
+        train(model, x, y, optimizer, loss_fn, steps, marks)
+    finally:
+        if engine is not None:
+            engine.stop()
+        shutil.rmtree(folder, ignore_errors=True)
     return [later - earlier for earlier, later in zip([start, *marks], marks, strict=False)]
 
 
