@@ -14,7 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from report import emit  # bench/ is on sys.path: these scripts run as files
+from report import emit_table  # bench/ is on sys.path: these scripts run as files
 
 SETUP_CELL = """\
 import torch
@@ -95,14 +95,11 @@ def main() -> int:
         rows.append(
             f"| {_version(python)} | {untraced:.3f} | {traced:.3f} | {traced / untraced:.2f}× |"
         )
-    emit(
-        [
-            "Notebook cells: a 400-step MLP training loop as a cell in an IPython shell,"
-            " untraced and traced (`%load_ext shapelens`), alternating in one process;"
-            f" least CPU time of {options.rounds} rounds.",
-            "",
-            *rows,
-        ],
+    emit_table(
+        "Notebook cells: a 400-step MLP training loop as a cell in an IPython shell,"
+        " untraced and traced (`%load_ext shapelens`), alternating in one process;"
+        f" least CPU time of {options.rounds} rounds.",
+        rows,
         options.out,
     )
     return 0

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from noop_tracer import install_noop_tracer, remove_noop_tracer
-from report import emit  # bench/ is on sys.path: these scripts run as files
+from report import emit_table  # bench/ is on sys.path: these scripts run as files
 
 from shapelens.engine.backends.choice import choose_backend
 from shapelens.engine.recording.scope import ScopeConfig
@@ -106,14 +106,11 @@ def main() -> int:
         f"| {name} | {min(t):.3f} | {statistics.median(t):.3f} | {min(t) / base:.2f}× |"
         for name, t in times.items()
     ]
-    emit(
-        [
-            f"Where the char-level GPT's tracing time goes (Python {sys.version.split()[0]}, "
-            f"{backend}): its `main()` in one process, start-up excluded, least and median "
-            f"of {options.rounds} interleaved rounds.",
-            "",
-            *rows,
-        ],
+    emit_table(
+        f"Where the char-level GPT's tracing time goes (Python {sys.version.split()[0]}, "
+        f"{backend}): its `main()` in one process, start-up excluded, least and median "
+        f"of {options.rounds} interleaved rounds.",
+        rows,
         options.out,
     )
     return 0

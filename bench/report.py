@@ -11,3 +11,8 @@ def emit(lines: list[str], out: Path | None) -> None:
     if out is not None:
         with out.open("a") as handle:
             handle.write("\n" + table + "\n")
+
+
+def emit_table(caption: str, rows: list[str], out: Path | None) -> None:
+    """A table's section: its caption, a blank line, its rows."""
+    emit([caption, "", *rows], out)

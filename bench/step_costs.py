@@ -11,7 +11,7 @@ first step is the first time the tracer meets torch's code too), each step timed
 that ends it (`marks.append(time.perf_counter())`, traced like the rest), least of the
 rounds per step, then summed per span.
 
-Usage: python bench/step_costs.py [--workload mlp|seed_loop] [--rounds N] [--out FILE]
+Usage: python bench/step_costs.py [--rounds N] [--out FILE]
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from report import emit  # bench/ is on sys.path: these scripts run as files
+from models import mlp  # bench/ is on sys.path: these scripts run as files
+from report import emit_table
 
 TRAINING = textwrap.dedent(
     """
@@ -46,7 +47,7 @@ TRAINING = textwrap.dedent(
         return loss.item()
     """
 )
-STEPS = {"mlp": 400, "seed_loop": 1000}
+STEPS = 400
 CHECKED = (2, 3, 4, 8, 16, 32, 64)
 """Steps (after the first) on which the op watch follows every statement of the loop."""
 VARIANTS = {
@@ -62,28 +63,16 @@ VARIANTS = {
 COMPARED = [variant for variant in VARIANTS if variant != "untraced"]
 
 
-def _model(workload: str) -> tuple[Any, ...]:
+def _training() -> tuple[Any, ...]:
     import torch
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    if workload == "seed_loop":  # the seed's example 2: (4,) - (4, 1) broadcasts
-        model: Any = torch.nn.Linear(2, 1)
-        x = torch.tensor([[0.0, 0.0], [0.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
-        y = torch.tensor([3.0, 5.0, 4.0, 6.0])
-        return model, x, y, torch.optim.SGD(model.parameters(), lr=0.1), torch.nn.MSELoss()
-    model = torch.nn.Sequential(
-        torch.nn.Linear(32, 64),
-        torch.nn.ReLU(),
-        torch.nn.Linear(64, 64),
-        torch.nn.ReLU(),
-        torch.nn.Linear(64, 4),
-    )
-    x, y = torch.randn(32, 32), torch.randn(32, 4)
+    model, x, y = mlp(torch)
     return model, x, y, torch.optim.SGD(model.parameters(), lr=0.01), torch.nn.MSELoss()
 
 
-def one_run(workload: str, variant: str) -> list[float]:
+def one_run(variant: str) -> list[float]:
     """In this process: the loop once under ``variant``; each step's wall seconds."""
     from noop_tracer import install_noop_tracer
 
@@ -97,14 +86,13 @@ def one_run(workload: str, variant: str) -> list[float]:
     namespace: dict[str, Any] = {}
     exec(compile(TRAINING, str(script), "exec"), namespace)
     train = namespace["train"]
-    model, x, y, optimizer, loss_fn = _model(workload)
-    steps = STEPS[workload]
+    model, x, y, optimizer, loss_fn = _training()
     # Warm-up on a copy of the code outside the folder: torch's lazy imports and caches,
     # while the measured code stays new to the tracer, as in a run.
     warm_code = train.__code__.replace(co_filename=os.path.join(tempfile.gettempdir(), "w.py"))
     warm = type(train)(warm_code, namespace)
     for _ in range(2):
-        warm(model, x, y, optimizer, loss_fn, steps, [])
+        warm(model, x, y, optimizer, loss_fn, STEPS, [])
     engine = None
     if variant == "noop":
         install_noop_tracer(folder + os.sep)
@@ -115,7 +103,7 @@ def one_run(workload: str, variant: str) -> list[float]:
     marks: list[float] = []
     start = time.perf_counter()
     try:
-        train(model, x, y, optimizer, loss_fn, steps, marks)
+        train(model, x, y, optimizer, loss_fn, STEPS, marks)
     finally:
         if engine is not None:
             engine.stop()
@@ -137,41 +125,36 @@ def spans(steps: int) -> list[tuple[str, list[int]]]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--workload", choices=sorted(STEPS), default="mlp")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a measuring child: its variant
     options = parser.parse_args()
     if options.one is not None:
-        print(json.dumps(one_run(options.workload, options.one)))
+        print(json.dumps(one_run(options.one)))
         return 0
     runs: dict[str, list[list[float]]] = {variant: [] for variant in VARIANTS}
     for round_ in range(options.rounds):
         order = list(VARIANTS) if round_ % 2 == 0 else list(reversed(VARIANTS))
         for variant in order:
-            command = [sys.executable, __file__, "--workload", options.workload, "--one", variant]
+            command = [sys.executable, __file__, "--one", variant]
             done = subprocess.run(command, capture_output=True, text=True, check=True)
             runs[variant].append(json.loads(done.stdout))
-    steps = STEPS[options.workload]
-    least = {v: [min(r[i] for r in rs) for i in range(steps)] for v, rs in runs.items()}
+    least = {v: [min(r[i] for r in rs) for i in range(STEPS)] for v, rs in runs.items()}
     base = least["untraced"]
     header = " | ".join(VARIANTS[v] for v in COMPARED)
     rows = [f"| steps | untraced (ms) | {header} |", "|---|" + "---:|" * len(VARIANTS)]
-    for label, indexes in [*spans(steps), (f"all {steps} steps", list(range(steps)))]:
+    for label, indexes in [*spans(STEPS), (f"all {STEPS} steps", list(range(STEPS)))]:
         untraced = sum(base[i] for i in indexes)
         cells = [f"{1e3 * sum(least[v][i] - base[i] for i in indexes):+.1f}" for v in COMPARED]
         rows.append(f"| {label} | {1e3 * untraced:.1f} | " + " | ".join(cells) + " |")
     total = sum(base)
     ratios = " | ".join(f"{sum(least[v]) / total:.2f}×" for v in COMPARED)
     rows.append(f"| ratio to untraced | 1.00× | {ratios} |")
-    emit(
-        [
-            f"Where over the run the tracing time goes ({options.workload}, {steps} steps,"
-            f" Python {sys.version.split()[0]}): wall ms each span of steps adds over untraced,"
-            f" each step the least of {options.rounds} fresh processes.",
-            "",
-            *rows,
-        ],
+    emit_table(
+        f"Where over the run the tracing time goes (the MLP, {STEPS} steps, Python"
+        f" {sys.version.split()[0]}): wall ms each span of steps adds over untraced, each step"
+        f" the least of {options.rounds} fresh processes.",
+        rows,
         options.out,
     )
     return 0

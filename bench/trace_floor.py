@@ -24,7 +24,8 @@ from types import FrameType
 from typing import Any
 
 import torch
-from report import emit  # bench/ is on sys.path: these scripts run as files
+from models import mlp  # bench/ is on sys.path: these scripts run as files
+from report import emit_table
 
 from shapelens.engine.backends.choice import (
     GATE_VARIABLE,
@@ -75,14 +76,7 @@ def _measure(folder: str) -> int:
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(32, 64),
-        torch.nn.ReLU(),
-        torch.nn.Linear(64, 64),
-        torch.nn.ReLU(),
-        torch.nn.Linear(64, 4),
-    )
-    x, y = torch.randn(32, 32), torch.randn(32, 4)
+    model, x, y = mlp(torch)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = torch.nn.MSELoss()
     scope = UserCodeScope(ScopeConfig(root=folder))
@@ -134,14 +128,11 @@ def _measure(folder: str) -> int:
     per_step = 1000 * base / options.steps
     rows = ["| variant | CPU s | vs untraced |", "|---|---:|---:|"]
     rows += [f"| {name} | {value:.4f} | {value / base:.2f}× |" for name, value in best.items()]
-    emit(
-        [
-            f"Where the MLP's tracing time goes (Python {sys.version.split()[0]}): {options.steps}"
-            f" training steps ({per_step:.2f} ms each untraced), in one process, least of"
-            f" {options.rounds} alternating rounds.",
-            "",
-            *rows,
-        ],
+    emit_table(
+        f"Where the MLP's tracing time goes (Python {sys.version.split()[0]}): {options.steps}"
+        f" training steps ({per_step:.2f} ms each untraced), in one process, least of"
+        f" {options.rounds} alternating rounds.",
+        rows,
         options.out,
     )
     return 0

@@ -9,9 +9,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness import measure, scaled
+from models import mlp
 
 STEPS = scaled(400)
-BATCH, IN_FEATURES, HIDDEN, OUT_FEATURES = 32, 32, 64, 4
 
 
 def train(
@@ -30,13 +30,5 @@ def train(
 
 if __name__ == "__main__":
     torch.manual_seed(0)
-    model = torch.nn.Sequential(
-        torch.nn.Linear(IN_FEATURES, HIDDEN),
-        torch.nn.ReLU(),
-        torch.nn.Linear(HIDDEN, HIDDEN),
-        torch.nn.ReLU(),
-        torch.nn.Linear(HIDDEN, OUT_FEATURES),
-    )
-    x = torch.randn(BATCH, IN_FEATURES)
-    y = torch.randn(BATCH, OUT_FEATURES)
+    model, x, y = mlp(torch)
     measure("mlp", train, model, x, y, torch.optim.SGD(model.parameters(), lr=0.01))
