@@ -13,20 +13,27 @@ PYENV_ROOT ?= $(shell pyenv root 2>/dev/null || echo $$HOME/.pyenv)
 OTHER_PYTHON_VERSIONS := 3.12.1 3.13.0
 EXTRA_PYTHONS ?= $(foreach v,$(OTHER_PYTHON_VERSIONS),$(PYENV_ROOT)/versions/$(v)/bin/python)
 TORCH_PIN := torch==2.13.0
+# The other interpreters' venvs have the newest torch users run there; the first of
+# EXTRA_PYTHONS (3.12, which runs the whole suite) also the libraries people train with
+# (tests/test_library_stack.py traces programs that use them).
+NEWEST_TORCH_PINS := torch==2.14.1 numpy
+LIBRARY_PINS := torchvision==0.29.1 transformers==5.25.0 lightning==2.6.6 timm==1.0.31 einops==0.8.2 accelerate==1.16.0
 
-.PHONY: install run test test-installs lint typecheck pytest other-venvs-torch other-venvs pytest-other-pythons pytest-monitoring pytest-backend-subset bench clean extension extension-unit bundle-python vsix e2e-tools e2e e2e-run test-compat compat-venvs test-torch-versions
+.PHONY: install run test test-installs lint typecheck pytest other-venvs pytest-other-pythons pytest-monitoring pytest-backend-subset bench clean extension extension-unit bundle-python vsix e2e-tools e2e e2e-run test-compat compat-venvs test-torch-versions
 
 install: $(VENV)/.installed
 
 # uv installs the libraries (pip for itself and the main venv's torch, which this machine
-# keeps as a local wheel that pip's own settings find). Its cache sits in the clone and its
-# venvs hard-link their files from it: the CUDA builds of torch that the other interpreters'
-# venvs take from PyPI (~4 GB each, their nvidia-* libraries shared) download and unpack in
-# parallel, ~4x faster than pip, with no second copy on disk.
+# keeps as a local wheel that pip's own settings find), ~4x faster than pip. Its cache sits
+# in the clone and its venvs hard-link their files from it: the CUDA builds of torch that
+# the other interpreters' venvs take from PyPI (~5 GB each unpacked, their nvidia-*
+# libraries shared within a torch release) are unpacked once. One uv install runs at a
+# time (UV_LOCK; scripts/make_venv.sh says why).
 UV_PIN := uv==0.13.8
 UV := .tools/uv/bin/uv
 export UV_CACHE_DIR := $(CURDIR)/.cache/uv
-UV_INSTALL = $(UV) pip install -q --python
+export UV_LOCK := $(CURDIR)/.tools/uv/install.lock
+UV_INSTALL = flock $(UV_LOCK) $(UV) pip install -q --python
 
 # This machine and CI set PYTHONDONTWRITEBYTECODE=1: every process (each traced run, fork
 # server, language server and test worker) would compile every module it imports from
@@ -54,23 +61,24 @@ run: install
 	$(VENV)/bin/shapelens run examples/seed_linear_fit.py
 
 # On 2 cores from a fresh clone: the main venv and the extension's node_modules first. The
-# other installs (mostly downloads) go on in the background while the 3.11 suite runs: the
-# 3.12 and 3.13 venvs (two CUDA builds of torch; waited for before their suites), and those
-# needed only at the end (the compatibility stage's venvs: three more; code-server and
-# playwright for the e2e). Lint, types and the .vsix run beside the 3.11 suite (its tests
-# wait on traced children, timeouts and editors for much of their time); then the whole
-# suite under 3.12 (the extension's unit tests beside it) and the backend-sensitive tests
-# under 3.13; the compatibility stage; then the end-to-end test alone (a browser driving
-# code-server, timing-sensitive). Each suite is spread over PYTEST_WORKERS processes (a test
-# mostly waits on a traced child, so more workers than cores keep both busy; a file's tests
-# stay together in one worker, in order). --output-sync keeps each part's output together.
-# tests/test_library_stack.py runs in the compatibility stage, in the venv it makes.
+# other installs (mostly downloads and unpacking) go on in the background while the 3.11
+# suite runs: the 3.12 and 3.13 venvs (waited for before their suites), and those needed
+# only at the end (the compatibility stage's two venvs of torch 2.4; code-server and
+# playwright for the e2e). Lint, types and the .vsix run beside the 3.11 suite; then the
+# whole suite under 3.12 (the extension's unit tests beside it) and the backend-sensitive
+# tests under 3.13; the compatibility stage; then the end-to-end test alone (a browser
+# driving code-server, timing-sensitive). Each suite is spread over PYTEST_WORKERS processes
+# (a test mostly waits on a traced child, so more workers than cores keep both busy; a
+# file's tests stay together in one worker, in order). --output-sync keeps each part's
+# output together. All of it is CPU-bound on 2 cores: the installs' CPU (unpacking, the
+# bytecode) is taken from the 3.11 suite's.
 PYTEST_WORKERS ?= 3
-PYTEST_ARGS := -q -n $(PYTEST_WORKERS) --dist loadfile --ignore=tests/test_library_stack.py
-# torchrun runs from the command line (test_distributed_truth's, ~50 s of CPU on 3 ranks) run
-# in the compatibility stage, on 3.12 (sys.monitoring) with torch 2.14; the editor's here.
-# So do the shape-only runs of the whole clean corpus and of the 1.2B GPT (~45 s), there
-# and on 3.10 with torch 2.4 (the GPT).
+PYTEST_ARGS := -q -n $(PYTEST_WORKERS) --dist loadfile
+# Run under 3.12 only (the venv with torch 2.14 and the library stack): the programs that
+# use transformers, timm, Lightning and einops (tests/test_library_stack.py), torchrun runs
+# from the command line (test_distributed_truth's, ~50 s of CPU on 3 ranks; the editor's
+# here), the shape-only runs of the whole clean corpus and of the 1.2B GPT (~45 s; the GPT
+# on 3.10 with torch 2.4 too).
 MAIN_ONLY := -k "not ((test_distributed_truth and not language_server) or clean_corpus_raises_no_alarm_shapes_only or billion_parameter_gpt)"
 test:
 	$(MAKE) -j2 --output-sync=target install node_modules/.installed
@@ -97,61 +105,43 @@ typecheck: install
 	$(VENV)/bin/mypy
 
 pytest: install
-	$(PY) -m pytest $(PYTEST_ARGS) $(MAIN_ONLY)
+	$(PY) -m pytest $(PYTEST_ARGS) --ignore=tests/test_library_stack.py $(MAIN_ONLY)
 
-# .venv312, .venv313 (named by version) with torch: a missing interpreter fails. torch,
-# the big download, goes into them side by side with everything else; the editable
-# installs, which write server/shapelens.egg-info, one after another after .venv's.
+# .venv312, .venv313 (named by version), made side by side (their uv installs one after
+# another): a missing interpreter fails.
 venv_of = .venv$$($(1) -c 'import sys; print("%d%d" % sys.version_info[:2])')
-other-venvs-torch: | $(UV)
+other-venvs: | $(UV)
 	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then exit 0; fi; \
-	installs=; \
+	installs=; libraries="$(LIBRARY_PINS)"; \
 	for interpreter in $(EXTRA_PYTHONS); do \
 	  if [ ! -x $$interpreter ]; then \
 	    echo "make test needs $$interpreter (pyenv install $(OTHER_PYTHON_VERSIONS)), or EXTRA_PYTHONS=..., or SKIP_OTHER_PYTHONS=1" >&2; exit 1; \
 	  fi; \
-	  venv=$(call venv_of,$$interpreter); \
-	  if [ ! $$venv/.installed -nt pyproject.toml ]; then \
-	    ( $$interpreter -m venv $$venv && $(UV_INSTALL) $$venv/bin/python $(TORCH_PIN) ) & \
-	    installs="$$installs $$!"; \
-	  fi; \
+	  UV=$(UV) scripts/make_venv.sh $(call venv_of,$$interpreter) $$interpreter \
+	    $(NEWEST_TORCH_PINS) $$libraries -e ".[test]" & \
+	  installs="$$installs $$!"; libraries=; \
 	done; \
 	for install in $$installs; do wait $$install || exit 1; done
 
-other-venvs: other-venvs-torch install
-	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then exit 0; fi; \
-	for interpreter in $(EXTRA_PYTHONS); do \
-	  venv=$(call venv_of,$$interpreter); \
-	  if [ ! $$venv/.installed -nt pyproject.toml ]; then \
-	    $(UV_INSTALL) $$venv/bin/python $(TORCH_PIN) -e ".[test]" && $$venv/bin/python scripts/warm_imports.py \
-	      && touch $$venv/.installed; \
-	  fi; \
-	done
-
 # Every tracing backend meets every feature: the whole suite runs on one interpreter per
-# backend, 3.11 (`pytest`: sys.settrace and the C gate) and the first of EXTRA_PYTHONS
-# (`pytest-monitoring`, 3.12: sys.monitoring); the others (3.13: sys.monitoring with its
-# own frame locals) run the tests marked `backend` (pyproject.toml): those whose outcome
-# depends on how the tracer sees the program (line and call events, frames and their
-# locals, imports, debugpy, notebook kernels, snoop). The compatibility stage runs the
-# corpus, shape-only runs, the module tree and failing calls on 3.12 with torch 2.14 too,
-# and programs that use transformers, timm, Lightning and einops.
+# backend, 3.11 (`pytest`: sys.settrace and the C gate; torch 2.13) and the first of
+# EXTRA_PYTHONS (`pytest-monitoring`, 3.12: sys.monitoring; torch 2.14 and the libraries
+# people train with); the others (3.13: sys.monitoring with its own frame locals) run the
+# tests marked `backend` (pyproject.toml): those whose outcome depends on how the tracer sees
+# the program (line and call events, frames and their locals, imports, debugpy, notebook
+# kernels, snoop). The compatibility stage runs the corpus, shape-only runs, the module tree
+# and failing calls on the oldest torch too.
 pytest-other-pythons: pytest-monitoring pytest-backend-subset
 
+# torchrun's launcher and the merge of ranks (test_distributed) are the same on every
+# Python: the 3.11 suite runs them, and test_distributed_truth's editor runs; here its ranks
+# traced by sys.monitoring from the command line.
 pytest-monitoring: other-venvs
 	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then echo "== SKIP_OTHER_PYTHONS set: 3.12 not tested"; exit 0; fi; \
 	set -- $(EXTRA_PYTHONS); venv=$(call venv_of,$$1); \
-	echo "== tests under $$($$venv/bin/python --version): the whole suite"; \
-	$$venv/bin/python -m pytest $(PYTEST_ARGS) -k "not ($(COMPAT_REPEATS))"
-
-# The compatibility stage runs its files (ALL in scripts/test_compat.sh, but the editor's
-# tests) on 3.12 with torch 2.14, sys.monitoring as here: not twice. torchrun's launcher and
-# the merge of ranks (test_distributed) are the same on every Python; ranks traced by
-# sys.monitoring run there (test_distributed_truth's command-line runs; its editor runs are
-# the 3.11 suite's).
-COMPAT_FILES := $(notdir $(shell sed -n 's/^ALL="\(.*\)"$$/\1/p' scripts/test_compat.sh))
-space := $(subst ,, )
-COMPAT_REPEATS := (($(subst $(space), or ,$(strip $(COMPAT_FILES)))) and not language_server) or test_distributed
+	echo "== tests under $$($$venv/bin/python --version), torch $$($$venv/bin/python -c 'from importlib.metadata import version; print(version("torch"))'): the whole suite"; \
+	SHAPELENS_LIBRARY_PYTHON=$(CURDIR)/$$venv/bin/python $$venv/bin/python -m pytest $(PYTEST_ARGS) \
+	  --ignore=tests/test_distributed.py -k "not (test_distributed_truth and language_server)"
 
 pytest-backend-subset: other-venvs
 	@set -e; if [ -n "$(SKIP_OTHER_PYTHONS)" ]; then echo "== SKIP_OTHER_PYTHONS set: 3.13 not tested"; exit 0; fi; \
@@ -159,13 +149,12 @@ pytest-backend-subset: other-venvs
 	for interpreter in "$$@"; do \
 	  venv=$(call venv_of,$$interpreter); \
 	  echo "== tests under $$($$venv/bin/python --version): those marked backend"; \
-	  $$venv/bin/python -m pytest $(PYTEST_ARGS) -m backend; \
+	  $$venv/bin/python -m pytest $(PYTEST_ARGS) --ignore=tests/test_library_stack.py -m backend; \
 	done
 
-# The compatibility stage: the oldest and newest torch through --python (torch 2.4.1 on 3.10
-# and 3.11, 2.14.1 on 3.12 with the libraries people train with), each in a cached venv
-# under .venv-compat/ (a CUDA build from PyPI, ~5 GB each), time-boxed to 8 minutes
-# (scripts/test_compat.sh says what runs).
+# The compatibility stage: the oldest torch through --python (torch 2.4.1 on 3.10 and 3.11),
+# each in a cached venv under .venv-compat/ (a CUDA build from PyPI, ~5 GB each), time-boxed
+# (scripts/test_compat.sh says what runs). The newest, 2.14.1, is the 3.12 and 3.13 venvs'.
 test-compat: install compat-venvs
 	UV=$(UV) PY=$(PY) PYENV_ROOT=$(PYENV_ROOT) scripts/test_compat.sh
 

@@ -29,7 +29,7 @@ from report import emit  # bench/ is on sys.path: these scripts run as files
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 PROGRAMS_DIR = BENCH / "programs"
-LIBRARY_PYTHON = ROOT / ".venv-compat" / "py312-torch214" / "bin" / "python"  # make test's
+LIBRARY_PYTHON = ROOT / ".venv312" / "bin" / "python"  # make test's: torch 2.14, the libraries
 TARGET = 1.15  # issue 41: a whole training script traced against untraced
 
 

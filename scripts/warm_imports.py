@@ -1,5 +1,5 @@
 """Writes the bytecode of what the suites' processes import, once, in the venv whose python
-runs it: ``make test`` runs it in each venv it makes (scripts/test_compat.sh too), right
+runs it: ``make test`` runs it in each venv it makes (scripts/make_venv.sh), right
 after the install.
 
 The venvs are installed without compiling every file (~25 s of CPU per torch venv, most of

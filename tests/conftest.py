@@ -78,9 +78,9 @@ LIBRARY_STACK = (
     "einops",
     "accelerate",
 )
-"""What people train with: scripts/test_compat.sh pins them in its py312-torch214 set."""
+"""What people train with: the Makefile pins them (LIBRARY_PINS) in the 3.12 venv."""
 LIBRARY_PYTHON_VARIABLE = "SHAPELENS_LIBRARY_PYTHON"
-DEFAULT_LIBRARY_PYTHON = REPO / ".venv-compat" / "py312-torch214" / "bin" / "python"
+DEFAULT_LIBRARY_PYTHON = REPO / ".venv312" / "bin" / "python"
 _PRINT_MISSING = (
     "import importlib.util, sys\n"
     "print(*(name for name in sys.argv[1:] if importlib.util.find_spec(name) is None))"
@@ -105,8 +105,8 @@ def _stack_missing(python: str) -> str | None:
 @pytest.fixture(scope="session")
 def library_python() -> str:
     """An interpreter that has LIBRARY_STACK, for programs traced with ``--python``:
-    $SHAPELENS_LIBRARY_PYTHON (the compatibility stage sets it; one that lacks the stack
-    fails the tests), else the compatibility stage's py312 venv when it has the stack.
+    $SHAPELENS_LIBRARY_PYTHON (the 3.12 suite sets it; one that lacks the stack fails the
+    tests), else the 3.12 venv when it has the stack.
     Without one the tests skip here and fail in CI, as with need()."""
     configured = os.environ.get(LIBRARY_PYTHON_VARIABLE)
     python = configured or str(DEFAULT_LIBRARY_PYTHON)
@@ -117,7 +117,7 @@ def library_python() -> str:
         pytest.fail(f"{LIBRARY_PYTHON_VARIABLE} is set, but {missing}", pytrace=False)
     if IN_CI:
         pytest.fail(f"CI runs every test, and {missing}", pytrace=False)
-    pytest.skip(f"needs the library stack (make compat-venvs): {missing}")
+    pytest.skip(f"needs the library stack (make other-venvs): {missing}")
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Programs written as people write them with the libraries they train with (transformers,
 timm, Lightning, einops), each traced by ``shapelens run --python`` in an interpreter that
-has them (``library_python``: the compatibility stage's py312 set). Each must run to its
+has them (``library_python``: the 3.12 venv, torch 2.14). Each must run to its
 end, with the right shapes on its own lines, no hint on a library's lines, and no finding:
 these programs are clean, so any finding is a false alarm. Models are built from configs and
 fed random data: nothing is downloaded."""
