@@ -148,7 +148,7 @@ pytest-backend-subset: other-venvs
 	set -- $(EXTRA_PYTHONS); shift; \
 	for interpreter in "$$@"; do \
 	  venv=$(call venv_of,$$interpreter); \
-	  echo "== tests under $$($$venv/bin/python --version): those marked backend"; \
+	  echo "== tests under $$($$venv/bin/python --version), torch $$($$venv/bin/python -c 'from importlib.metadata import version; print(version("torch"))'): those marked backend"; \
 	  $$venv/bin/python -m pytest $(PYTEST_ARGS) --ignore=tests/test_library_stack.py -m backend; \
 	done
 

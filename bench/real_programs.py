@@ -1,7 +1,8 @@
 """Whole training scripts, untraced against `shapelens run`, as a user times them: wall time
 from start to exit and CPU time (the process and its children), alternating untraced and
-traced runs, median of N each. Programs in `programs/`; the library ones run on the library
-venv through `shapelens run --python` (skipped, with the reason, where it is not there).
+traced runs, median of N each. Programs in `programs/`; the library ones run on the 3.12
+venv, which has the libraries, through `shapelens run --python` (skipped, with the reason,
+where it is not there).
 
 With `--breakdown`, the char-level GPT instead runs untraced, traced, and traced with each
 mechanism switched off in turn (`SHAPELENS_OFF`, `shapelens/engine/switches.py`), all
