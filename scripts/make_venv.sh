@@ -8,9 +8,10 @@
 #
 # uv runs one install at a time ($UV_LOCK, the Makefile's lock for its own uv too). The
 # CUDA builds of torch share their nvidia-* wheels (~3 GB unpacked per torch release): uv
-# processes side by side each downloaded and unpacked them into their own cache entry (25 GB
-# of cache, 12 of it such copies). One at a time, the second venv of a torch release takes
-# them from the cache (10 CPU-s instead of 25). Venv creation and bytecode still overlap.
+# processes side by side each downloaded and unpacked them into their own cache entry (of
+# 25 GB of cache, 7.4 GB were such copies). One at a time, the second venv of a torch
+# release takes them from the cache (10 CPU-s instead of 25). Venv creation and bytecode
+# still overlap. Only new pins make the venv anew; a newer pyproject.toml reinstalls into it.
 set -euo pipefail
 unset PYTHONDONTWRITEBYTECODE  # modules compiled once, when first imported
 if [ $# -lt 3 ]; then
@@ -28,12 +29,13 @@ if [ "$current" = "$pins" ]; then
     *" -e "*) [ "$venv/.installed" -nt pyproject.toml ] && exit 0 ;;
     *) exit 0 ;;
   esac
+else
+  if [ ! -x "$interpreter" ]; then
+    echo "$interpreter is not an interpreter (pyenv install its version)" >&2; exit 1
+  fi
+  rm -rf "$venv"
+  "$interpreter" -m venv "$venv"
 fi
-if [ ! -x "$interpreter" ]; then
-  echo "$interpreter is not an interpreter (pyenv install its version)" >&2; exit 1
-fi
-rm -rf "$venv"
-"$interpreter" -m venv "$venv"
 if [ -x "$UV" ]; then  # ~4x faster than pip here
   flock "$UV_LOCK" "$UV" pip install -q --python "$venv/bin/python" "$@"
 else
