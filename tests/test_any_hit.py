@@ -117,6 +117,84 @@ def test_a_last_batch_on_a_checked_hit_starts_at_the_loader_not_the_dataset(  # 
     assert finding["chain"][0]["after"]["shape"] == [8, 1, 28, 28]
 
 
+ATTENTION = """
+import math
+
+import torch
+from torch import nn
+
+
+class Attention(nn.Module):
+    def __init__(self, width=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(width, 3 * width)
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.qkv(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+        att = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(k.size(-1)), dim=-1)
+        y = att @ v
+        return y.transpose(1, 2).contiguous().view(8, T, C)
+
+
+class Model(nn.Module):
+    def __init__(self, vocab=50, width=32):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.attn = Attention(width)
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, idx):
+        x = self.embed(idx)
+        return self.head(self.attn(x))
+"""
+
+ATTENTION_TRAIN = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from model import Model
+
+torch.manual_seed(0)
+data = torch.randint(0, 50, (70, 17))
+loader = DataLoader(TensorDataset(data[:, :-1], data[:, 1:]), batch_size=8)
+model = Model()
+optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+for epoch in range(2):
+    for xb, yb in loader:
+        logits = model(xb)
+        loss = torch.nn.functional.cross_entropy(logits.view(-1, 50), yb.reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_chain_goes_through_a_generator_expression(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """q, k and v reshaped in a generator expression (a frame of its own, consumed by the
+    statement that unpacks it): its calls are that statement's. The batch of 6 that the
+    written 8 refuses is followed back through them to the loader that made it."""
+    model = script(ATTENTION, "model.py")
+    train = script(ATTENTION_TRAIN, "train.py")
+    run = run_cli("train.py", cwd=tmp_path)
+    assert run.returncode == 1
+    assert "shape '[8, 16, 32]' is invalid for input of size 3072" in run.stderr
+    finding = _error(run)
+    failed_at = line_of(model, "return y.transpose")
+    assert (finding["kind"], finding["line"]) == ("shape_mismatch", failed_at)
+    chain = [(Path(s["file"]).name, s["line"], s.get("op")) for s in finding["chain"]]
+    reshaped = line_of(model, "q, k, v = (t.view")
+    assert chain[0] == ("train.py", line_of(train, "for xb, yb in loader"), None), chain
+    assert chain[0:1] + [step for step in chain if step[1] == reshaped] == [
+        chain[0],
+        ("model.py", reshaped, "Tensor.view"),
+        ("model.py", reshaped, "Tensor.transpose"),
+    ], chain
+    assert finding["chain"][0]["after"]["shape"] == [6, 16]
+
+
 DEEP_MODEL = """
 import torch
 from torch import nn

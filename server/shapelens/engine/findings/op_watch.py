@@ -39,6 +39,7 @@ from shapelens.engine.findings.forward_frames import (
     module_of,
 )
 from shapelens.engine.findings.op_names import op_label
+from shapelens.engine.recording.scope import INLINE_CODE_NAMES
 from shapelens.engine.source.elementwise import OPERATOR_NAMES
 from shapelens.engine.switches import tuned
 from shapelens.engine.torch_support import torch_compat
@@ -358,6 +359,9 @@ class OpWatch:
                 return frame, direct, module, wrapper
             code = frame.f_code
             if not code.co_filename.startswith(self._torch_dir):
+                if code.co_name in INLINE_CODE_NAMES:  # a generator expression's calls are
+                    frame = frame.f_back  # those of the statement that consumes it
+                    continue
                 return _NOWHERE
             if (
                 depth < 3

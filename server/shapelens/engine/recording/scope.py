@@ -12,7 +12,9 @@ from types import CodeType
 
 from shapelens.engine import SHAPELENS_DIR
 
-_SKIPPED_CODE_NAMES = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>"})
+INLINE_CODE_NAMES = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>", "<lambda>"})
+"""Code that runs as part of the statement that makes or consumes it, in a frame of its own
+(3.12 inlines the comprehensions, not the others): never traced on its own."""
 _PACKAGE_DIR = SHAPELENS_DIR
 
 
@@ -117,7 +119,7 @@ class UserCodeScope:
         return found
 
     def wants_code(self, code: CodeType) -> bool:
-        if code.co_name in _SKIPPED_CODE_NAMES:
+        if code.co_name in INLINE_CODE_NAMES:
             return False
         wanted = self.config.functions
         if not wanted:
