@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import CHILD_PYTHON, LspSession, line_of, need, run_cli
 
 need("torch")
@@ -172,6 +174,7 @@ for epoch in range(2):
 """
 
 
+@pytest.mark.backend  # a comprehension's frame is the interpreter's
 def test_a_chain_goes_through_a_generator_expression(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """q, k and v reshaped in a generator expression (a frame of its own, consumed by the
     statement that unpacks it): its calls are that statement's. The batch of 6 that the

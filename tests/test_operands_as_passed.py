@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from conftest import line_of, need, run_cli
 
 need("torch")
@@ -162,3 +164,58 @@ def test_a_store_into_a_slice_on_a_late_hit_names_both_sides(script, tmp_path: P
     assert finding["op"] == "Tensor.__setitem__"
     assert set(_operands(finding)) == {"queue", "keys.T"}
     assert _operands(finding)["keys.T"]["shape"] == [8, 6]
+
+
+BRANCHES = """
+import torch
+from torch import nn
+
+
+class MultiBranch(nn.Module):
+    def __init__(self, features=12, hidden=32, branches=3):
+        super().__init__()
+        self.branches = nn.ModuleList(
+            [nn.Sequential(nn.Linear(features, hidden), nn.ReLU()) for _ in range(branches)]
+        )
+
+    def forward(self, x):
+        outs = [branch(x) for branch in self.branches]
+        return torch.cat(outs, dim=1)
+"""
+
+BRANCHES_TRAIN = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from model import MultiBranch
+
+
+def collate(batch):
+    return torch.cat([features for features, _ in batch]), torch.stack([y for _, y in batch])
+
+
+data = TensorDataset(torch.randn(40, 12), torch.randint(0, 4, (40,)))
+model = MultiBranch()
+for x, y in DataLoader(data, batch_size=16, collate_fn=collate):
+    out = model(x)
+"""
+
+
+@pytest.mark.backend  # a comprehension's frame is the interpreter's
+def test_a_call_in_a_list_comprehension_names_what_it_passed(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``[branch(x) for branch in self.branches]``: on 3.11 the comprehension runs in a frame
+    of its own, where ``branch`` lives; the call is explained as on 3.12, which inlines it:
+    ``branch`` and ``x`` as passed, and ``x`` followed back to the collate that flattened the
+    batch with ``torch.cat`` where ``torch.stack`` was meant."""
+    model = script(BRANCHES, "model.py")
+    train = script(BRANCHES_TRAIN, "train.py")
+    run = run_cli("train.py", cwd=tmp_path)
+    assert run.returncode == 1
+    finding = _error(run)
+    assert (finding["kind"], finding["line"]) == ("shape_mismatch", line_of(model, "outs ="))
+    operands = _operands(finding)
+    assert operands["x"]["shape"] == [192]
+    assert "branch" in operands, sorted(operands)
+    chain = [(Path(s["file"]).name, s["line"], s.get("op")) for s in finding["chain"]]
+    assert ("train.py", line_of(train, "return torch.cat"), "torch.cat") in chain, chain
+    assert finding["chain"][-1]["after"]["shape"] == [192]

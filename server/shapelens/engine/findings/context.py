@@ -135,14 +135,19 @@ def inputs_of(frame: FrameType, info: CodeInfo, line: int, value: Any) -> list[t
     ]
 
 
-def resolver(frame: FrameType) -> Resolve:
-    """Dotted names read in ``frame``: its locals, then its globals, then the builtins."""
-    scope = frame.f_locals
+def resolver(frame: FrameType, inline: tuple[FrameType, ...] = ()) -> Resolve:
+    """Dotted names read in ``frame``: the locals of the ``inline`` frames it runs (a
+    comprehension's, innermost first), its locals, then its globals, then the builtins."""
+    scopes = [*(f.f_locals for f in inline), frame.f_locals]
     globals_ = frame.f_globals
 
     def resolve(path: tuple[str, ...]) -> Any:
         head = path[0]
-        value = scope.get(head, _MISSING)
+        value = _MISSING
+        for scope in scopes:
+            value = scope.get(head, _MISSING)
+            if value is not _MISSING:
+                break
         if value is _MISSING:
             value = globals_.get(head, _MISSING)
         if value is _MISSING:

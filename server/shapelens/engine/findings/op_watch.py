@@ -106,9 +106,12 @@ class FailedCall:
     """A torch call that raised, called (maybe through libraries) by the user's ``frame``.
     ``modules``: the ``nn.Module`` calls it was made in, innermost first (the ``Linear``
     inside the ``Sequential`` the user called), each with the arguments its forward got;
-    empty for a call the user made directly."""
+    empty for a call the user made directly. ``inline``: the frames of ``frame``'s file the
+    call was made in below it (a list comprehension on 3.11, a generator expression),
+    innermost first: where the names the statement passes live (``[branch(x) for branch in
+    self.branches]``)."""
 
-    __slots__ = ("args", "exc", "frame", "func", "kwargs", "modules", "verdict")
+    __slots__ = ("args", "exc", "frame", "func", "inline", "kwargs", "modules", "verdict")
 
     def __init__(
         self,
@@ -120,6 +123,7 @@ class FailedCall:
         frame: FrameType,
         modules: tuple[ModuleCall, ...] = (),
         verdict: Verdict,
+        inline: tuple[FrameType, ...] = (),
     ) -> None:
         self.func = func
         self.args = args
@@ -128,6 +132,7 @@ class FailedCall:
         self.frame = frame
         self.modules = modules
         self.verdict = verdict
+        self.inline = inline
 
 
 class OpWatch:
@@ -394,11 +399,14 @@ class OpWatch:
         frame = caller
         below: FrameType | None = None
         modules: list[ModuleCall] = []
+        inline: list[FrameType] = []
         for _ in range(_MAX_DEPTH):
             if frame is None:
                 return
             if self.is_user_code(frame.f_code):
                 break
+            if frame.f_code.co_name in INLINE_CODE_NAMES:
+                inline.append(frame)
             if frame.f_code.co_name == torch_compat.MODULE_CALL_FRAME and below is not None:
                 modules.append(forward_call(below))  # the forward Module.__call__ ran
             if not is_call_helper(frame.f_code):
@@ -410,9 +418,10 @@ class OpWatch:
             return  # a program that keeps catching torch's errors: it knows what it does
         self._judged += 1
         verdict = judge(sys.modules["torch"], func, args, kwargs)
+        file = frame.f_code.co_filename
         self._failed = FailedCall(
             func=func, args=args, kwargs=kwargs, exc=exc, frame=frame, modules=tuple(modules),
-            verdict=verdict,
+            verdict=verdict, inline=tuple(f for f in inline if f.f_code.co_filename == file),
         )  # fmt: skip
 
 

@@ -75,7 +75,7 @@ class ExplainByCall:
         self._origin_of = seen.origin_of or self.facts.origin_of
         verdict = failed.verdict
         statement = info.source.statements.get(seen.line)
-        resolve = resolver(failed.frame)
+        resolve = resolver(failed.frame, failed.inline)
         declared_at = self._declarations.declarations(info, resolve)
         call = _user_call(statement, failed, resolve) if statement is not None else None
         named, op = _passed(failed, call, info.source.lines, resolve)
