@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
-from conftest import line_of, need, run_cli
+from conftest import CHILD_PYTHON, line_of, need, run_cli
 
 pytestmark = pytest.mark.backend
 
@@ -335,6 +337,63 @@ def test_a_statement_gone_quiet_leaves_the_next_ones_watched(script, tmp_path: P
     assert found["message"].startswith(
         "broadcast: `model(xv)` (5, 1) - `yv.squeeze(1)` (5,) → (5, 5)"
     )
+
+
+def test_a_library_loop_under_one_statement_runs_without_the_mode(tmp_path: Path) -> None:
+    """A training loop in code the tracer does not follow (a trainer library, a helper
+    outside the project), run by one statement of the user's on its first, watched hit: the
+    statement goes quiet at the optimizer's first call, and the op watch's mode is gone by
+    the next module call, not left on torch's stack passing every call of the whole loop
+    through Python (2.2× the loop's time). The program sees torch's stack as under python."""
+    need("torch")
+    vendor, project = tmp_path / "vendor", tmp_path / "project"
+    vendor.mkdir()
+    project.mkdir()
+    (vendor / "trainer_lib.py").write_text(
+        textwrap.dedent(
+            """
+            import torch
+
+
+            def fit(model, x, y, steps):
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+                depths = []
+                for _ in range(steps):
+                    optimizer.zero_grad()
+                    loss = ((model(x) - y) ** 2).mean()
+                    loss.backward()
+                    optimizer.step()
+                    depths.append(torch._C._len_torch_function_stack())
+                return depths
+            """
+        )
+    )
+    (project / "main.py").write_text(
+        textwrap.dedent(
+            f"""
+            import sys
+
+            sys.path.insert(0, {str(vendor)!r})
+            import torch
+            from trainer_lib import fit
+
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(
+                torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)
+            )
+            depths = fit(model, torch.randn(32, 8), torch.randn(32, 1), 20)
+            print("torch function modes in the loop's steps:", sorted(set(depths)))
+            """
+        )
+    )
+    python = CHILD_PYTHON or sys.executable
+    plain = subprocess.run(
+        [python, "main.py"], cwd=project, capture_output=True, text=True, timeout=120
+    )
+    assert plain.stdout == "torch function modes in the loop's steps: [0]\n", plain.stderr
+    run = run_cli("--quiet", "main.py", cwd=project)
+    assert run.trace is not None, run.stderr
+    assert (run.returncode, run.stdout, run.trace["findings"]) == (0, plain.stdout, [])
 
 
 def test_a_training_steps_housekeeping_goes_quiet_at_its_first_call() -> None:

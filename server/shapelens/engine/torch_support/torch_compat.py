@@ -67,6 +67,21 @@ def pop_function_mode(torch: Any) -> None:
     torch._C._pop_torch_function_stack()
 
 
+def before_next_module_call_or_step(torch: Any, callback: Callable[[], None]) -> Callable[[], None]:
+    """Call ``callback()`` before each module call and optimizer step (global hooks, public
+    since torch 2.0), outside any torch function mode's handler; returns what removes them."""
+    handles = [
+        torch.nn.modules.module.register_module_forward_pre_hook(lambda *_: callback()),
+        torch.optim.optimizer.register_optimizer_step_pre_hook(lambda *_: callback()),
+    ]
+
+    def remove() -> None:
+        for handle in handles:
+            handle.remove()
+
+    return remove
+
+
 ACCOUNTS_ONLY = "shapelens_accounts_only"
 """Set on the class of a dispatch mode that only looks (the memory watch): it changes no
 result, so ShapeLens's own reads of real values (a NaN scan) may run under it."""
