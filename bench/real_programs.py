@@ -49,6 +49,8 @@ PROGRAMS = (
             PROGRAMS_DIR / "char_gpt" / "train.py", ROOT / ".venv312" / "bin" / "python"),
     Program("gpt2_hf", "transformers GPT-2 from a small config, 10 steps",
             PROGRAMS_DIR / "gpt2_hf.py", LIBRARY_PYTHON),
+    Program("gpt2_trainer", "transformers GPT-2 under the library's Trainer, 40 steps",
+            PROGRAMS_DIR / "gpt2_trainer.py", LIBRARY_PYTHON),
     Program("timm_resnet", "timm ResNet-18, 5 steps",
             PROGRAMS_DIR / "timm_resnet.py", LIBRARY_PYTHON),
     Program("lightning", "Lightning module under a Trainer, 1 epoch",

@@ -334,10 +334,11 @@ LABELS_ONE_SHORT = (
     ("program", "args", "plant"),
     [
         ("gpt2_hf.py", ("--steps", "6"), LABELS_ONE_SHORT),  # the 6th hit: not checked
+        ("gpt2_trainer.py", ("--steps", "6"), None),  # the loop is transformers' Trainer's
         ("timm_resnet.py", ("--steps", "2"), None),
         ("lightning_module.py", ("--samples", "160"), None),
     ],
-    ids=["gpt2-labels-cut", "timm", "lightning"],  # GPT-2 clean: its tests above
+    ids=["gpt2-labels-cut", "gpt2-trainer", "timm", "lightning"],  # GPT-2 clean: its tests above
 )
 def test_the_benchmarks_library_programs_tell_the_same_as_untuned(  # type: ignore[no-untyped-def]
     library_python: str, tmp_path: Path, program: str, args: tuple[str, ...], plant: Any

@@ -128,6 +128,11 @@ class ModuleTree:
         how many modules were called in it, how many of them :data:`QUIET_AFTER` times."""
         self._quiet = False
         self._checks_left = WAKE_AFTER_CHECKS
+        self._waiting_for: ModuleStats | None = None
+        """A module whose pace's running hit the last attempt to fall quiet waited for: a
+        statement that runs a library's whole loop (``trainer.train()``) never ends its hit,
+        and looking at every module called since the tree woke on each call was 30 µs a
+        call of a 31-module GPT-2."""
 
     def install(self, backend: ReturnWatch, paces: Paces | None = None) -> None:
         """Record module calls through ``backend`` once torch is imported; with ``paces``,
@@ -250,8 +255,16 @@ class ModuleTree:
     def _fall_quiet(self) -> None:
         """Stop watching, once every module called since the tree woke was called in a hit
         of its pace that has ended (its calls per hit are counted over whole hits)."""
+        waiting = self._waiting_for
+        if waiting is not None and waiting.pace is not None:
+            running = hits_of(waiting.pace)
+            if running and running <= waiting.paced_from:
+                return  # still within the hit it waited for: no need to look at them all
         now = {id(stats): hits_of(stats.pace) for stats in self._awake if stats.pace is not None}
-        if any(hit <= stats.paced_from for stats in self._awake if (hit := now.get(id(stats)))):
+        self._waiting_for = next(
+            (s for s in self._awake if (hit := now.get(id(s))) and hit <= s.paced_from), None
+        )
+        if self._waiting_for is not None:
             return  # not yet: on a later call
         backend = self._backend
         if backend is None or not backend.pause_returns():
@@ -286,6 +299,7 @@ class ModuleTree:
             return
         self._quiet = False
         self._checks_left = WAKE_AFTER_CHECKS
+        self._waiting_for = None
         for stats in self._stats.values():
             if stats.quiet_from is not None and stats.pace is not None:
                 stats.estimated += estimated_since_quiet(stats)
