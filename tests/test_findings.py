@@ -344,7 +344,8 @@ def test_a_library_loop_under_one_statement_runs_without_the_mode(tmp_path: Path
     outside the project), run by one statement of the user's on its first, watched hit: the
     statement goes quiet at the optimizer's first call, and the op watch's mode is gone by
     the next module call, not left on torch's stack passing every call of the whole loop
-    through Python (2.2× the loop's time). The program sees torch's stack as under python."""
+    through Python (2.2× the loop's time). The program sees torch's stack and global hooks
+    as under python: the hooks that popped the mode are gone too."""
     need("torch")
     vendor, project = tmp_path / "vendor", tmp_path / "project"
     vendor.mkdir()
@@ -364,7 +365,7 @@ def test_a_library_loop_under_one_statement_runs_without_the_mode(tmp_path: Path
                     loss.backward()
                     optimizer.step()
                     depths.append(torch._C._len_torch_function_stack())
-                return depths
+                return depths, len(torch.nn.modules.module._global_forward_pre_hooks)
             """
         )
     )
@@ -381,8 +382,9 @@ def test_a_library_loop_under_one_statement_runs_without_the_mode(tmp_path: Path
             model = torch.nn.Sequential(
                 torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)
             )
-            depths = fit(model, torch.randn(32, 8), torch.randn(32, 1), 20)
+            depths, hooks = fit(model, torch.randn(32, 8), torch.randn(32, 1), 20)
             print("torch function modes in the loop's steps:", sorted(set(depths)))
+            print("global forward pre-hooks after it:", hooks)
             """
         )
     )
@@ -390,7 +392,9 @@ def test_a_library_loop_under_one_statement_runs_without_the_mode(tmp_path: Path
     plain = subprocess.run(
         [python, "main.py"], cwd=project, capture_output=True, text=True, timeout=120
     )
-    assert plain.stdout == "torch function modes in the loop's steps: [0]\n", plain.stderr
+    assert plain.stdout == (
+        "torch function modes in the loop's steps: [0]\nglobal forward pre-hooks after it: 0\n"
+    ), plain.stderr
     run = run_cli("--quiet", "main.py", cwd=project)
     assert run.trace is not None, run.stderr
     assert (run.returncode, run.stdout, run.trace["findings"]) == (0, plain.stdout, [])

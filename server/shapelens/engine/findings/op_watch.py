@@ -20,11 +20,10 @@ calls of an SGD step over three layers were half of every checked step's watched
 and a GPT's ``model.zero_grad()`` sets each of its 43 parameters' ``.grad`` through the
 mode.
 
-A quiet statement's mode passes its calls straight on until it can be popped: not inside
-its own handler (torch pushes it back after each call), so before the next module call or
-optimizer step (one-shot global hooks), or when the statement ends. A library's loop run
-by one statement (``trainer.train()``, a helper outside the project) would otherwise send
-each of its torch calls through the mode: 2.2× a 4,000-step MLP's time.
+A quiet statement's mode passes calls on until popped: before the next module call or
+optimizer step (one-shot global hooks: inside its handler torch pushes it back), or when
+the statement ends. A library's loop run by one statement (``trainer.train()``) would
+otherwise send its every torch call through the mode: 2.2× a 4,000-step MLP's time.
 """
 
 from __future__ import annotations
@@ -177,8 +176,7 @@ class OpWatch:
         """Watched frames' statements: (code, the line the hit started on)."""
         self._quiet: set[tuple[CodeType, int]] = set()
         """Statements gone quiet: never watched again."""
-        self._unhook: Callable[[], None] | None = None
-        """Removes the hooks that pop the mode of a statement gone quiet (see the doc)."""
+        self._unhook: Callable[[], None] | None = None  # the hooks that pop a quiet mode
 
     def begin(self, frame: FrameType) -> bool:
         """Watch ``frame``'s statement until :meth:`end`; False when torch cannot be watched
@@ -257,14 +255,14 @@ class OpWatch:
         torch_compat.pop_function_mode(torch)
         self._active = self.passing = False
         self.forget_walk()
-        if self._unhook is not None:
-            self._unhook()
-            self._unhook = None
+        unhook, self._unhook = self._unhook, None
+        if unhook is not None:
+            unhook()
         return True
 
     def _pop_when_passing(self) -> None:
-        """A module call or an optimizer step begins: a mode that only passes calls on
-        goes (from torch's hooks: a trace callback's rules, nothing may reach the program)."""
+        """A module call or an optimizer step begins: a mode that only passes calls on goes
+        (a trace callback's rules, in torch's hooks: nothing may reach the program)."""
         with contextlib.suppress(Exception):
             if self.passing and self._active:
                 self._deactivate()

@@ -69,11 +69,16 @@ def pop_function_mode(torch: Any) -> None:
 
 def before_next_module_call_or_step(torch: Any, callback: Callable[[], None]) -> Callable[[], None]:
     """Call ``callback()`` before each module call and optimizer step (global hooks, public
-    since torch 2.0), outside any torch function mode's handler; returns what removes them."""
-    handles = [
-        torch.nn.modules.module.register_module_forward_pre_hook(lambda *_: callback()),
-        torch.optim.optimizer.register_optimizer_step_pre_hook(lambda *_: callback()),
-    ]
+    since torch 2.0), outside any torch function mode's handler; returns what removes them.
+    Both or neither are registered."""
+    modules = sys.modules[torch.nn.Module.__module__]  # torch.nn.modules.module
+    optimizers = sys.modules[torch.optim.Optimizer.__module__]  # not an attribute of optim
+    handles = [modules.register_module_forward_pre_hook(lambda *_: callback())]
+    try:
+        handles.append(optimizers.register_optimizer_step_pre_hook(lambda *_: callback()))
+    except Exception:
+        handles[0].remove()
+        raise
 
     def remove() -> None:
         for handle in handles:
