@@ -264,6 +264,100 @@ def test_the_skip_connection_names_where_the_sizes_parted(script, tmp_path: Path
     assert lines.count(line_of(main, "skip =")) == 1
 
 
+def test_a_join_along_the_wrong_dim_is_in_the_chain(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Three branches' (16, 32) outputs joined with ``torch.cat(outs, dim=0)`` where ``dim=1``
+    was meant: the head's ``Linear(96, 4)`` refuses (48, 32). The dim it reads, 32, was set
+    by the branches, but the wrong value started at the cat: joined along dim 1, it would be
+    the (16, 96) the head takes. The chain shows that line and says so. Written as a user
+    writes it: a dataset of dicts and a collate in one file, the model in another, the
+    loop in a third."""
+    script(
+        """
+        import torch
+        from torch.utils.data import Dataset
+
+
+        class Features(Dataset):
+            def __init__(self, count):
+                self.x = torch.randn(count, 12)
+                self.y = torch.randint(0, 4, (count,))
+
+            def __len__(self):
+                return len(self.x)
+
+            def __getitem__(self, i):
+                return {"x": self.x[i], "y": self.y[i]}
+
+
+        def collate(items):
+            return torch.stack([i["x"] for i in items]), torch.stack([i["y"] for i in items])
+        """,
+        "data.py",
+    )
+    model = script(
+        """
+        import torch
+        from torch import nn
+
+
+        class MultiBranch(nn.Module):
+            def __init__(self, features, width, branches):
+                super().__init__()
+                self.branches = nn.ModuleList(nn.Linear(features, width) for _ in range(branches))
+                self.head = nn.Linear(width * branches, 4)
+
+            def forward(self, x):
+                outs = [torch.relu(branch(x)) for branch in self.branches]
+                joined = torch.cat(outs, dim=0)
+                return self.head(joined)
+        """,
+        "model.py",
+    )
+    script(
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        from data import Features, collate
+        from model import MultiBranch
+
+        torch.manual_seed(0)
+        loader = DataLoader(Features(40), batch_size=16, collate_fn=collate)
+        net = MultiBranch(12, 32, 3)
+        optimizer = torch.optim.Adam(net.parameters())
+        for x, y in loader:
+            loss = torch.nn.functional.cross_entropy(net(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            print(f"loss {loss.item():.3f}")
+        """,
+        "train.py",
+    )
+    run = run_cli("--quiet", "train.py", cwd=tmp_path)
+    assert run.returncode == 1
+    finding = _only(run, "shape_mismatch")
+    assert (finding["file"], finding["line"]) == (
+        str(model),
+        line_of(model, "return self.head(joined)"),
+    )
+    assert _operand(finding, "joined")["shape"] == [48, 32]
+    [joined_at] = [
+        r["message"]
+        for r in finding["related"]
+        if r["line"] == line_of(model, "joined =") and "torch.cat" in r["message"]
+    ]
+    assert joined_at == (
+        "`joined`: torch.cat: (16, 32) → (48, 32), along dim 0; along dim 1 it would be (16, 96)"
+    )
+    # and the chain still goes back to where the dim it reads was set
+    lines = [(Path(s["file"]).name, s["line"]) for s in finding["chain"]]
+    assert ("model.py", line_of(model, "outs =")) in lines
+    assert lines.index(("model.py", line_of(model, "outs ="))) < lines.index(
+        ("model.py", line_of(model, "joined ="))
+    )
+
+
 async def test_the_editor_shows_the_call_and_the_chain(lsp: LspSession) -> None:
     path, uri = lsp.write(
         "train.py",

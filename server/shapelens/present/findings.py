@@ -144,14 +144,21 @@ def step_text(step: CauseStep) -> str:
         return f"{subject}: {step.op} made {made}"
     if before.shape != after.shape:
         change = f"{shape_text(before.shape, python=True)} → {shape_text(after.shape, python=True)}"
-        return f"{subject}: {step.op}: {change}{_what_it_did(before.shape, after.shape)}"
+        return f"{subject}: {step.op}: {change}{_what_it_did(before.shape, after.shape, step)}"
     if before.dtype != after.dtype:
         return f"{subject}: {step.op}: {before.dtype} → {after.dtype}"
     return f"{subject}: {step.op}: {before.device} → {after.device}"
 
 
-def _what_it_did(before: tuple[int, ...] | None, after: tuple[int, ...] | None) -> str:
-    """A dropped size-1 dim (a batch of one squeezed away), a size halved from an odd one."""
+def _what_it_did(
+    before: tuple[int, ...] | None, after: tuple[int, ...] | None, step: CauseStep
+) -> str:
+    """A dropped size-1 dim (a batch of one squeezed away), a size halved from an odd one, a
+    join along another dim than the one that would have fitted."""
+    if step.join is not None:
+        join = step.join
+        would_be = shape_text(join.would_be, python=True)
+        return f", along dim {join.along}; along dim {join.meant} it would be {would_be}"
     if before is None or after is None:
         return ""
     if len(after) < len(before):

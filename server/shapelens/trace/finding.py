@@ -83,6 +83,17 @@ class Facts:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Join:
+    """A step that joined parts along dim ``along`` where, joined along ``meant``, they
+    would have made ``would_be``: the size the failing call wanted (``torch.cat(outs,
+    dim=0)`` of three (16, 32) where a ``Linear(96, …)`` takes (16, 96))."""
+
+    along: int
+    meant: int
+    would_be: tuple[int, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
 class CauseStep:
     """One user line in a finding's cause chain: ``op`` made ``subject``'s value ``after``
     out of one that was ``before`` (None: made from no tensor seen); no ``op``: the value
@@ -99,6 +110,8 @@ class CauseStep:
     ranks: tuple[Facts, ...] = ()
     note: str | None = None
     """A consequence on another rank (its dropped connection, torchrun's kill), in words."""
+    join: Join | None = None
+    """Where the step joined along another dim than the one that would have fitted."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -269,6 +282,9 @@ def _step_to_json(step: CauseStep) -> dict[str, Any]:
         out["ranks"] = [_facts_to_json(facts) for facts in step.ranks]
     if step.note is not None:
         out["note"] = step.note
+    if step.join is not None:
+        join = step.join
+        out["join"] = {"along": join.along, "meant": join.meant, "would_be": list(join.would_be)}
     return out
 
 
@@ -349,6 +365,17 @@ def _step_from_json(step: dict[str, Any]) -> CauseStep:
         after=None if after is None else _facts_from_json(after),
         ranks=tuple(_facts_from_json(facts) for facts in step.get("ranks", ())),
         note=step.get("note"),
+        join=_join_from_json(step.get("join")),
+    )
+
+
+def _join_from_json(join: dict[str, Any] | None) -> Join | None:
+    if join is None:
+        return None
+    return Join(
+        along=int(join["along"]),
+        meant=int(join["meant"]),
+        would_be=tuple(int(d) for d in join["would_be"]),
     )
 
 

@@ -21,15 +21,45 @@ _INPUT_DIM = {
 """The dim of its input a layer reads its size from (features last, channels second)."""
 
 
-def input_dim_changed(layer: str, shapes: list[Any]) -> Changed:
+def input_dim_changed(layer: str, shapes: list[Any], wanted: int | None = None) -> Changed:
     """Steps that set the dim ``layer`` reads to the size it had when the layer refused it
-    (an earlier size that a later step replaced has nothing to do with it); any shape change
-    for a layer whose dim is not known."""
+    (an earlier size that a later step replaced has nothing to do with it), and a join along
+    another dim that along this one would have made the size it ``wanted`` (see
+    :func:`joined_instead`); any shape change for a layer whose dim is not known."""
     dim = _INPUT_DIM.get(layer)
     finals = {_size(tuple(shape), dim) for shape in shapes if shape is not None} if dim else set()
     if dim is None or None in finals or not finals:
         return lambda before, after: before is None or before[0] != after[0]
-    return _SizeSetBy(dim, {size for size in finals if size is not None})
+    return _SizeSetBy(dim, {size for size in finals if size is not None}, wanted)
+
+
+def input_dim_of(layer: str) -> int | None:
+    """The dim of its input ``layer`` reads its size from, where known."""
+    return _INPUT_DIM.get(layer)
+
+
+def joined_instead(
+    before: tuple[int, ...] | None, after: tuple[int, ...] | None, dim: int, wanted: int
+) -> tuple[int, int, tuple[int, ...]] | None:
+    """(the dim a step joined along, the dim it would have fitted along, the shape that
+    would have made) where, joined along ``dim`` instead, the same parts would have made it
+    ``wanted`` long: ``torch.cat`` of three (16, 32) along dim 0 gives (48, 32), along dim 1
+    the (16, 96) a ``Linear(96, …)`` takes. Only one dim other than ``dim`` changed, by a
+    whole factor."""
+    if before is None or after is None or len(before) != len(after) or not before:
+        return None
+    meant = dim % len(after)
+    grown = [d for d in range(len(after)) if before[d] != after[d]]
+    if len(grown) != 1 or grown[0] == meant:
+        return None
+    along = grown[0]
+    if before[along] <= 0 or after[along] % before[along]:
+        return None
+    parts = after[along] // before[along]
+    if parts < 2 or before[meant] * parts != wanted:
+        return None
+    would_be = tuple(wanted if d == meant else before[d] for d in range(len(before)))
+    return along, meant, would_be
 
 
 class _SizeSetBy:
@@ -38,9 +68,10 @@ class _SizeSetBy:
     (B, 64, 4, 4)), then the step that set those dims as they were flattened (the pooling
     that made them 4 x 4) or changed the rank ahead of them, and nothing before it."""
 
-    def __init__(self, dim: int, finals: set[int]) -> None:
+    def __init__(self, dim: int, finals: set[int], wanted: int | None = None) -> None:
         self.dim = dim
         self.finals = finals
+        self.wanted = wanted
         self.tail: tuple[int, ...] | None = None
         self.done = False
 
@@ -60,6 +91,8 @@ class _SizeSetBy:
             # (a squeeze that dropped the batch of one); before it is another story.
             self.done = True
             return True
+        if self.wanted is not None and joined_instead(old, new, self.dim, self.wanted):
+            return True  # where the wrong value started, though the dim kept its size
         size = _size(new, self.dim)
         if size not in self.finals or _size(old, self.dim) == size:
             return False

@@ -16,7 +16,12 @@ from dataclasses import replace
 from typing import Any
 
 from shapelens.engine.findings.call_trials import Verdict, tensors_of
-from shapelens.engine.findings.chain_filters import input_dim_changed, what_failed
+from shapelens.engine.findings.chain_filters import (
+    input_dim_changed,
+    input_dim_of,
+    joined_instead,
+    what_failed,
+)
 from shapelens.engine.findings.context import Named, OriginOf, RunFacts, load_paths, resolver
 from shapelens.engine.findings.events import CallFailed
 from shapelens.engine.findings.op_names import OPERATOR_OF, name_of, op_label
@@ -32,7 +37,7 @@ from shapelens.engine.recording import values
 from shapelens.engine.source.segments import segment
 from shapelens.engine.source.source_map import SourceMaps
 from shapelens.engine.torch_support import torch_compat
-from shapelens.trace.finding import CauseStep, Finding, Operand
+from shapelens.trace.finding import CauseStep, Finding, Join, ModuleFacts, Operand
 
 """What a chain follows for a finding's kind (the shape otherwise)."""
 MAX_CHAIN = 10
@@ -139,13 +144,17 @@ class ExplainByCall:
         followed = [n for n in named if not n.is_module and (not odd or n.label in odd)]
         changed = what_failed(finding.kind, [n.shape for n in followed])
         layers = [o for o in finding.operands if o.module is not None]
-        blamed = [o.module.cls for o in sorted(layers, key=lambda o: not o.odd) if o.module]
+        blamed = [o.module for o in sorted(layers, key=lambda o: not o.odd) if o.module]
         data_odd = any(o.odd and o.module is None for o in finding.operands)
+        wanted: tuple[int, int] | None = None  # (the dim a blamed layer reads, its size)
         if blamed and not data_odd and finding.kind == "shape_mismatch":
             # A layer built for one size and given another: follow what it was given, back
             # to where the dim it reads was set.
             followed = [n for n in named if not n.is_module]
-            changed = input_dim_changed(blamed[0], [n.shape for n in followed])
+            wanted = _wanted(blamed[0])
+            changed = input_dim_changed(
+                blamed[0].cls, [n.shape for n in followed], None if wanted is None else wanted[1]
+            )
         steps: list[CauseStep] = []
         born = {(o.name, o.file, o.line) for o in finding.operands}
         shown: set[tuple[str, int, str | None, Any, Any]] = set()
@@ -160,7 +169,7 @@ class ExplainByCall:
                     continue  # its birth: shown with the operand already
                 if key not in shown:
                     shown.add(key)
-                    steps.append(step)
+                    steps.append(step if wanted is None else _with_join(step, *wanted))
         return tuple(steps[:MAX_CHAIN])
 
     def _bound_at(self, value: Any) -> tuple[str, int, str | None] | None:
@@ -172,6 +181,28 @@ class ExplainByCall:
             origin.line,
             self.facts.sources.get(origin.file).statement_text(origin.line),
         )
+
+
+def _wanted(layer: ModuleFacts) -> tuple[int, int] | None:
+    """(the dim ``layer`` reads its size from, the size it was built for), where known."""
+    dim = input_dim_of(layer.cls)
+    sizes = [size for _, size in layer.expects]
+    return (dim, sizes[0]) if dim is not None and len(sizes) == 1 else None
+
+
+_JOINS = ("torch.cat", "torch.concat", "torch.concatenate", "torch.hstack", "torch.vstack")
+"""The calls that join parts along a dim they are given (or that their name gives)."""
+
+
+def _with_join(step: CauseStep, dim: int, size: int) -> CauseStep:
+    """``step``, with the dim it should have joined along where it joined along another."""
+    if step.op not in _JOINS or step.before is None or step.after is None:
+        return step
+    joined = joined_instead(step.before.shape, step.after.shape, dim, size)
+    if joined is None:
+        return step
+    along, meant, would_be = joined
+    return replace(step, join=Join(along=along, meant=meant, would_be=would_be))
 
 
 def _by_name(
