@@ -27,7 +27,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-WORKLOADS = ("mlp", "seed_loop", "tight_loop", "numpy_loop")
+WORKLOADS = ("mlp", "seed_loop", "tight_loop", "numpy_loop", "library_loop")
 INTERPRETERS = {  # each is compared with itself untraced; 3.12+ use sys.monitoring
     "3.11": Path(sys.executable),
     "3.12": ROOT / ".venv312" / "bin" / "python",  # made by `make test`
