@@ -6,7 +6,14 @@ from __future__ import annotations
 from shapelens.present.collectives import call_locations, hang_sentence, mismatch_sentence
 from shapelens.present.memory import out_of_memory_sentence
 from shapelens.present.shapes import metadata_text, shape_text
-from shapelens.trace.model import CauseStep, ExceptionInfo, Finding, Operand, RelatedLocation
+from shapelens.trace.model import (
+    CauseStep,
+    ExceptionInfo,
+    Finding,
+    Join,
+    Operand,
+    RelatedLocation,
+)
 
 MISMATCH_KINDS = ("device_mismatch", "dtype_mismatch")
 SEVERITY_MARKS = {"error": "✖", "warning": "⚠", "info": "ℹ"}
@@ -144,19 +151,18 @@ def step_text(step: CauseStep) -> str:
         return f"{subject}: {step.op} made {made}"
     if before.shape != after.shape:
         change = f"{shape_text(before.shape, python=True)} → {shape_text(after.shape, python=True)}"
-        return f"{subject}: {step.op}: {change}{_what_it_did(before.shape, after.shape, step)}"
+        return f"{subject}: {step.op}: {change}{_what_it_did(before.shape, after.shape, step.join)}"
     if before.dtype != after.dtype:
         return f"{subject}: {step.op}: {before.dtype} → {after.dtype}"
     return f"{subject}: {step.op}: {before.device} → {after.device}"
 
 
 def _what_it_did(
-    before: tuple[int, ...] | None, after: tuple[int, ...] | None, step: CauseStep
+    before: tuple[int, ...] | None, after: tuple[int, ...] | None, join: Join | None
 ) -> str:
     """A dropped size-1 dim (a batch of one squeezed away), a size halved from an odd one, a
     join along another dim than the one that would have fitted."""
-    if step.join is not None:
-        join = step.join
+    if join is not None:
         would_be = shape_text(join.would_be, python=True)
         return f", along dim {join.along}; along dim {join.meant} it would be {would_be}"
     if before is None or after is None:

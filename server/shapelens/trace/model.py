@@ -23,6 +23,9 @@ from shapelens.trace.finding import (
     FindingKind as FindingKind,
 )
 from shapelens.trace.finding import (
+    Join as Join,
+)
+from shapelens.trace.finding import (
     MemoryFacts as MemoryFacts,
 )
 from shapelens.trace.finding import (
