@@ -243,6 +243,38 @@ def test_two_threads_switching_the_same_line_on_count_its_estimate_once(
     assert body not in info.switched_off and info.read_at[body] == 0
 
 
+def test_a_line_switched_on_while_another_thread_switches_it_off_leaves_no_estimate(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A thread re-armed between another thread's mark of a line switched off and its
+    estimate popped the mark alone; the estimate, left behind, was added to the line's
+    counted hits at the end (80,000 calls showed 81,918). Here the other thread's switch-on
+    starts in that gap: it waits until the mark and the estimate are both there, and takes
+    both."""
+    monkeypatch.setenv(GATE_VARIABLE, "0")
+    here = str(Path(__file__).parent)
+    built = engine_for(ScopeConfig(root=here, functions=("loop_of",)), backend="settrace")
+    recorder, records = built.recorder, built.records
+    with built.backend:
+        loop_of(200)
+    info = recorder.info_for(loop_of.__code__)
+    assert info is not None
+    body = loop_of.__code__.co_firstlineno + 3
+    estimate = records.switch_off
+    other = threading.Thread(target=recorder.lines.switch_on, args=(info, body))
+
+    def switch_off_with_a_switch_on_between(file: str, line: int, counter: int) -> None:
+        other.start()  # the other thread, re-armed, reports the line: its mark is there
+        other.join(timeout=0.3)
+        estimate(file, line, counter)
+
+    monkeypatch.setattr(records, "switch_off", switch_off_with_a_switch_on_between)
+    assert recorder.lines.switch_off(info, body, count=200, generation=1)
+    other.join()
+    assert (records.estimates, info.switched_off) == ({}, {})
+    assert records.hits_now(info.file, body) == 200
+
+
 SHARED_CODE = """
 import sys
 import threading
@@ -282,7 +314,10 @@ def test_lines_that_several_threads_run_keep_their_counts(tmp_path: Path) -> Non
     written back after another's: the interpreter may switch threads after a call, and one
     between `hits.get(line, 0)` and the store lost that thread's hits (0.1-1 % here, half a
     line's 80,000 on a busy CI machine). The lines counted on every hit (the function's
-    calls, the loop's header) are exact; the others within their estimate."""
+    calls, the loop's header) are exact; the others within their estimate: 1 % for those run
+    on every call. The line run on one call in 7 has its rate from its first 64 or so hits
+    against the function's calls, some of them other threads' calls that have not reached it
+    yet: one or two hits short of 64 (11,278 shown for 11,429 on CI, 1.3 %), so 3 %."""
     script = tmp_path / "shared.py"
     script.write_text(SHARED_CODE)
     plain = subprocess.run(
@@ -299,14 +334,17 @@ def test_lines_that_several_threads_run_keep_their_counts(tmp_path: Path) -> Non
     }
     assert {marker: hits[line_of(script, marker)] for marker in exact} == exact, hits
     estimated = {
-        "y = x * 2": 80_000,
-        "if k % 7 == 0": 80_000,
-        "z = [k] * 3": sum((i + seed) % 7 == 0 for seed in range(4) for i in range(20_000)),
-        "return y + 1": 80_000,
-        "total += helper": 80_000,
+        "y = x * 2": (80_000, 0.01),
+        "if k % 7 == 0": (80_000, 0.01),
+        "z = [k] * 3": (
+            sum((i + seed) % 7 == 0 for seed in range(4) for i in range(20_000)),
+            0.03,
+        ),
+        "return y + 1": (80_000, 0.01),
+        "total += helper": (80_000, 0.01),
     }
-    for marker, count in estimated.items():
-        assert abs(hits[line_of(script, marker)] - count) < count * 0.01, (marker, hits)
+    for marker, (count, within) in estimated.items():
+        assert abs(hits[line_of(script, marker)] - count) < count * within, (marker, hits)
 
 
 def test_threads_describing_the_same_code_at_once_share_one_record() -> None:

@@ -32,8 +32,9 @@ class LineSwitches:
             return False
         if statement in info.stores and info.read_at.get(statement, 0) <= count + 1:
             return False  # read on its next hits: something changed lately
-        info.switched_off[statement] = generation
-        self._records.switch_off(info.file, statement, counter)
+        with self._records.lock:  # the mark and its estimate come and go together: see switch_on
+            info.switched_off[statement] = generation
+            self._records.switch_off(info.file, statement, counter)
         return True
 
     def line_off(
@@ -65,9 +66,14 @@ class LineSwitches:
     def switch_on(self, info: CodeInfo, statement: int) -> None:
         """The backend reports ``statement`` again (re-armed): the estimate becomes its count,
         and its values are read on this hit."""
-        if info.switched_off.pop(statement, None) is not None:  # else another thread's did
+        # Under the lock switch_off holds: a thread re-armed between another's mark and its
+        # estimate popped the mark alone, and the estimate, left behind, was added to the
+        # line's counted hits at the end (80,000 calls showed 81,918).
+        with self._records.lock:
+            if info.switched_off.pop(statement, None) is None:
+                return  # another thread's event switched it on
             self._records.switch_on(info.file, statement)
-            info.read_at[statement] = 0
+        info.read_at[statement] = 0
 
     def mark_sampled(self, info: CodeInfo, statement: int) -> None:
         """The backend stops reporting ``statement`` (sampling): its counts are lower bounds."""
