@@ -290,6 +290,71 @@ def test_a_model_called_with_keywords_is_explained_by_them(  # type: ignore[no-u
     assert names.get("labels=labels") == [2, 21]
 
 
+TOKEN_ROWS = """
+    import torch
+    from torch.utils.data import Dataset
+
+
+    class TokenRows(Dataset):
+        def __init__(self, count, length, vocab_size):
+            generator = torch.Generator().manual_seed(0)
+            self.ids = torch.randint(0, vocab_size, (count, length), generator=generator)
+
+        def __len__(self):
+            return len(self.ids)
+
+        def __getitem__(self, i):
+            row = self.ids[i]
+            if i == 77:
+                row = row[:-3]  # a row cut short
+            return {"input_ids": row, "labels": row.clone()}
+"""
+
+UNDER_THE_TRAINER = """
+    import tempfile
+
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+
+    from data import TokenRows
+
+    torch.manual_seed(0)
+    config = GPT2Config(n_layer=1, n_head=2, n_embd=32, vocab_size=256, n_positions=64)
+    model = GPT2LMHeadModel(config)
+    with tempfile.TemporaryDirectory() as output_dir:
+        training = TrainingArguments(
+            output_dir=output_dir, per_device_train_batch_size=8, num_train_epochs=1,
+            logging_strategy="no", save_strategy="no", report_to=[], use_cpu=True,
+            disable_tqdm=True,
+        )
+        trainer = Trainer(model=model, args=training, train_dataset=TokenRows(96, 32, 256))
+        trainer.train()
+"""
+
+
+def test_a_row_cut_short_under_the_trainer_is_named_in_its_batch(  # type: ignore[no-untyped-def]
+    library_python: str, script
+) -> None:
+    """transformers' ``Trainer`` batches a user's dataset with its own collator, whose
+    ``torch.stack`` refuses the shuffled batch that holds row 77, three tokens short. No line
+    of the script's is in the loop: the finding is at ``trainer.train()`` and names each row
+    the stack was given by its index in ``trainer.train_dataset``, the short one with the
+    line that cut it."""
+    data = script(TOKEN_ROWS, "data.py")
+    run, path = failed(library_python, script, UNDER_THE_TRAINER)
+    [finding] = [f for f in run.trace["findings"] if f["severity"] == "error"]  # type: ignore[index]
+    assert finding["line"] == line_of(path, "trainer.train()")
+    assert finding["op"] == "torch.stack in `default_data_collator`"
+    [odd] = [o for o in finding["operands"] if o.get("odd")]
+    assert (odd["name"], odd["shape"]) == ("trainer.train_dataset[77]['input_ids']", [29])
+    others = [o for o in finding["operands"] if not o.get("odd")]
+    assert len(others) == 7 and all(o["shape"] == [32] for o in others)
+    assert all(o["name"].startswith("trainer.train_dataset[") for o in others)
+    assert [(s["file"], s["line"]) for s in finding["chain"]] == [
+        (str(data), line_of(data, "row = row[:-3]"))
+    ]
+
+
 GPT2_SHAPES_ONLY = """
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel

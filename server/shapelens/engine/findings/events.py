@@ -13,6 +13,7 @@ from __future__ import annotations
 from types import FrameType, TracebackType
 from typing import Any, ClassVar, Literal
 
+from shapelens.engine.findings.collate import Collated
 from shapelens.engine.findings.context import OriginOf
 from shapelens.engine.findings.op_watch import Called, FailedCall
 from shapelens.engine.findings.provenance import Provenance
@@ -142,9 +143,11 @@ class CallFailed(Event):
     passed, the module calls it was made in) while statement ``line`` of user code ran: by
     the op watch, or by a replay of the failing statement on fake copies (``provenance``:
     where the replay's values came from; ``origin_of``: where its copies' originals were
-    born). The engine reports the findings if the run ends with this exception."""
+    born). ``collated``: the call was made by a DataLoader's collate function, on these
+    samples, for the user's loop (:mod:`.collate`). The engine reports the findings if the
+    run ends with this exception."""
 
-    __slots__ = ("exc", "failed", "info", "line", "origin_of", "provenance")
+    __slots__ = ("collated", "exc", "failed", "info", "line", "origin_of", "provenance")
     watches = "calls"
 
     def __init__(
@@ -156,9 +159,11 @@ class CallFailed(Event):
         line: int,
         provenance: Provenance | None = None,
         origin_of: OriginOf | None = None,
+        collated: Collated | None = None,
     ) -> None:
         self.exc = exc
         self.failed = failed
+        self.collated = collated
         self.info = info
         self.line = line
         self.provenance = provenance

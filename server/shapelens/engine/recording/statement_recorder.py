@@ -29,6 +29,7 @@ import sys
 from types import CodeType, FrameType, TracebackType
 from typing import Any
 
+from shapelens.engine.findings.collate import Collated, collated_in, rerun
 from shapelens.engine.findings.context import RunFacts
 from shapelens.engine.findings.dispatch import Dispatcher
 from shapelens.engine.findings.events import (
@@ -111,6 +112,10 @@ class StatementRecorder:
         self._replay_later: tuple[tuple[int, type], FrameType, CodeInfo, int, bool] | None = None
         """The latest failure replayed (or seen, the bool) while the program ran: from its
         callers if the run ends with it (the frames live on in the traceback)."""
+        self._collate_later: tuple[tuple[int, type], FrameType, CodeInfo, int, Collated] | None
+        self._collate_later = None
+        """The latest batch a DataLoader's collate failed on, unseen by the op watch: its
+        collate runs again if the run ends with that error (:mod:`~..findings.collate`)."""
         self._warnings = WarningListener(self._on_warning)
         self._op_statements: dict[int, tuple[CodeInfo, int, dict[str, int]]] = {}
         """Frames whose statement the op watch follows: (code, statement, ops seen per op)."""
@@ -230,12 +235,18 @@ class StatementRecorder:
         self._last_exception = key
         line = info.statement_of.get(frame.f_lineno, frame.f_lineno)
         found: list[Finding] = []
+        # A batch the user's loop asked for, refused by the DataLoader's collate function.
+        collated = collated_in(tb or exc.__traceback__) if _may_collate(exc) else None
         if failed is not None:  # the call itself was seen: explained by what it was passed
-            found = self.dispatch.emit(CallFailed(exc=exc, failed=failed, info=info, line=line))
+            seen = CallFailed(exc=exc, failed=failed, info=info, line=line, collated=collated)
+            found = self.dispatch.emit(seen)
             if self.replay is not None and found and not any(f.chain for f in found):
                 # Seen on a hit checked for its own sake, where the statements that made its
                 # operands were not: a replay from the caller may see the way back.
                 self._replay_later = (key, frame, info, line, True)
+        elif collated is not None:
+            if self.replay is not None:  # where a replay may run, after the program
+                self._collate_later = (key, frame, info, line, collated)
         elif self.replay is not None and names_tensors(info, line, frame):
             found = self._replayed(frame, info, line, exc)
             self._replay_later = (key, frame, info, line, False)
@@ -283,9 +294,16 @@ class StatementRecorder:
     def conclude(self, exc: BaseException | None) -> None:
         """The run ended with ``exc``: report the mismatch finding it caused, if any."""
         later, self._replay_later = self._replay_later, None
+        collate, self._collate_later = self._collate_later, None
         ended = None if exc is None else (id(exc), type(exc))
         found = [f for key, f in self._pending_errors if key == ended]
         self._pending_errors = []
+        if exc is not None and collate is not None and collate[0] == ended:
+            _, frame, info, line, collated = collate
+            failed = rerun(collated, exc, frame)
+            if failed is not None:
+                seen = CallFailed(exc=exc, failed=failed, info=info, line=line, collated=collated)
+                found = [self.dispatch.emit(seen), *found]
         if exc is not None and later is not None and later[0] == ended:  # the whole way back
             _, frame, info, line, seen_directly = later
             outer = self._replayed(frame, info, line, exc, outer=True)
@@ -472,3 +490,9 @@ class StatementRecorder:
                 issued_here=issued_here, filename=filename,
             )  # fmt: skip
             self._add(self.dispatch.emit(seen))
+
+
+def _may_collate(exc: BaseException) -> bool:
+    """An error a collate function raises on a batch that does not fit (not the end of the
+    data, not an interrupt)."""
+    return isinstance(exc, Exception) and not isinstance(exc, StopIteration | StopAsyncIteration)

@@ -203,6 +203,14 @@ def _header_parts(node: ast.AST) -> list[ast.AST]:
     return []
 
 
+def evaluated_on_its_line(node: ast.AST) -> list[ast.AST]:
+    """What a statement's own line evaluates: a simple statement whole; a compound one's
+    header only (a loop's iterable, a test, a context), never its body."""
+    if isinstance(node, (ast.For, ast.AsyncFor)):
+        return [node.iter]
+    return _header_parts(node) if isinstance(node, _COMPOUND) else [node]
+
+
 def _called_operator(node: ast.AST) -> tuple[str, ast.expr, ast.expr] | None:
     """``a.eq(b)`` and ``torch.eq(a, b)``: the operator (``==``) and its two operands."""
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):

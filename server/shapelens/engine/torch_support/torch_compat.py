@@ -15,7 +15,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable
-from types import CodeType
+from types import CodeType, TracebackType
 from typing import Any
 
 from shapelens.lazy_regex import LazyPattern
@@ -262,6 +262,29 @@ def data_loader_patches(
         (base, "_next_index", real_numbers(base._next_index)),
         (dataloader.DataLoader, "_get_iterator", lambda loader: single(loader)),
     ]
+
+
+def data_loader_fetch(tb: TracebackType | None) -> tuple[Any, Any, Any, Any] | None:
+    """(dataset, collate function, the samples it was given, their dataset indices or None)
+    of the DataLoader fetch that ``tb`` passes through, in this process: the frame of
+    ``_MapDatasetFetcher.fetch`` or ``_IterableDatasetFetcher.fetch``, which has fetched the
+    samples (``data``) and called the collate function on them (every 2.x)."""
+    fetch = sys.modules.get("torch.utils.data._utils.fetch")
+    if fetch is None:
+        return None
+    codes = (fetch._MapDatasetFetcher.fetch.__code__, fetch._IterableDatasetFetcher.fetch.__code__)
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code in codes:
+            local = frame.f_locals
+            fetcher, samples = local.get("self"), local.get("data")
+            if fetcher is None or not isinstance(samples, list):
+                return None
+            indices = local.get("possibly_batched_index")
+            map_style = frame.f_code is codes[0]
+            return fetcher.dataset, fetcher.collate_fn, samples, indices if map_style else None
+        tb = tb.tb_next
+    return None
 
 
 # -- dynamo --------------------------------------------------------------------------------

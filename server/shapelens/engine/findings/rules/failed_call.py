@@ -26,6 +26,7 @@ from shapelens.engine.findings.context import Named, OriginOf, RunFacts, load_pa
 from shapelens.engine.findings.events import CallFailed
 from shapelens.engine.findings.op_names import OPERATOR_OF, name_of, op_label
 from shapelens.engine.findings.op_watch import FailedCall
+from shapelens.engine.findings.rules.collated_batch import CollatedBatch
 from shapelens.engine.findings.rules.mismatch import (
     DeclaredAt,
     ExplainByNames,
@@ -82,9 +83,14 @@ class ExplainByCall:
         statement = info.source.statements.get(seen.line)
         resolve = resolver(failed.frame, failed.inline)
         declared_at = self._declarations.declarations(info, resolve)
-        call = _user_call(statement, failed, resolve) if statement is not None else None
-        named, op = _passed(failed, call, info.source.lines, resolve)
-        odd_values = _odd_values(failed, verdict)
+        batch = None
+        if seen.collated is not None:  # made by a DataLoader's collate: named by sample
+            batch = CollatedBatch(failed, seen.collated, statement, resolve, self.facts)
+            named, op, odd_values = batch.named, batch.op, batch.odd
+        else:
+            call = _user_call(statement, failed, resolve) if statement is not None else None
+            named, op = _passed(failed, call, info.source.lines, resolve)
+            odd_values = _odd_values(failed, verdict)
         shown: list[Operand] = []
         for operand in named:
             odd = id(operand.value) in odd_values
@@ -117,7 +123,7 @@ class ExplainByCall:
                 )
         finding = replace(
             finding,
-            operands=tuple(self._born(o, n) for o, n in _by_name(finding.operands, named)),
+            operands=tuple(self._born(o, n, batch) for o, n in _by_name(finding.operands, named)),
             chain=self._chain(finding, named),
         )
         found = [finding]
@@ -130,13 +136,25 @@ class ExplainByCall:
                 found.append(extra)
         return found
 
-    def _born(self, operand: Operand, named: Named | None) -> Operand:
+    def _born(self, operand: Operand, named: Named | None, batch: CollatedBatch | None) -> Operand:
         """An operand no name holds (``targets.view(-1, 1)``) was born where a watched call
-        made it."""
+        made it; a sample's, else where its dataset returned it."""
+        if (
+            named is not None
+            and batch is not None
+            and batch.odd
+            and id(named.value) not in batch.odd
+        ):
+            return replace(operand, file=None, line=None, born_as=None)  # the odd ones' line
         if operand.line is not None or named is None or named.is_module:
             return operand
         made = self._provenance.made(named.value)
-        return operand if made is None else replace(operand, file=made.file, line=made.line)
+        if made is not None:
+            return replace(operand, file=made.file, line=made.line)
+        returned = batch.born.get(id(named.value)) if batch is not None else None
+        if returned is None:
+            return operand
+        return replace(operand, file=returned[0], line=returned[1], born_as=returned[2])
 
     def _chain(self, finding: Finding, named: list[Named]) -> tuple[CauseStep, ...]:
         """The lines that changed what failed, for the odd operands (else every tensor)."""

@@ -25,7 +25,7 @@ from shapelens.engine.findings.context import (
 )
 from shapelens.engine.findings.events import Raised
 from shapelens.engine.recording.code_info import CodeInfo
-from shapelens.engine.source.source_map import declared_in_class
+from shapelens.engine.source.source_map import declared_in_class, evaluated_on_its_line
 from shapelens.engine.torch_support import torch_compat
 from shapelens.lazy_regex import LazyPattern
 from shapelens.trace.finding import Finding, ModuleFacts, Operand
@@ -103,7 +103,10 @@ class ExplainByNames:
             return []
         try:
             resolve = resolver(seen.frame)
-            operands = named_values(statement, resolve)
+            operands: list[Named] = []
+            for part in evaluated_on_its_line(statement):  # a loop's line: not its body's names
+                known = {id(n.value) for n in operands}
+                operands += [n for n in named_values(part, resolve) if id(n.value) not in known]
             kind = mismatch_kind(seen.exc) or devices_disagree(operands)
             if kind is None:
                 return []

@@ -1,0 +1,98 @@
+"""A batch the DataLoader's collate function failed on, and the torch call that failed.
+
+``for ids, targets in loader:`` fails inside torch's ``default_collate`` (one sample of
+another length: its ``torch.stack`` refuses the batch) or a library's collator. The user's
+line names none of what was passed: its targets still hold the previous batch. The
+traceback does: the DataLoader's fetch frame holds the samples it gave the collate function
+and their indices in the dataset (:func:`collated_in`).
+
+The op watch sees the failing call on the loop's checked hits. On the others (the third
+epoch's batch that held the short sample), once the run has ended with the error, nothing of
+the program runs after it: :func:`rerun` calls the collate function again on the same
+samples, under a torch function mode that keeps the first call that raises. A rerun whose
+failure is not the program's (another error, or none) is dropped.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from types import FrameType, TracebackType
+from typing import Any
+
+from shapelens.engine.findings.call_mode import call_mode
+from shapelens.engine.findings.call_trials import judge
+from shapelens.engine.findings.op_watch import FailedCall
+from shapelens.engine.findings.replay import quiet
+from shapelens.engine.torch_support import torch_compat
+
+
+@dataclass(frozen=True)
+class Collated:
+    """What a DataLoader's fetch gave its collate function: the samples, as the dataset
+    returned them, and their indices in it (None for an iterable dataset)."""
+
+    dataset: Any
+    collate_fn: Any
+    samples: list[Any]
+    indices: list[int] | None
+
+    def index_of(self, position: int) -> int | None:
+        """The dataset index of the batch's ``position``-th sample."""
+        indices = self.indices
+        if indices is None or position >= len(indices):
+            return None
+        try:
+            return int(indices[position])
+        except (TypeError, ValueError):
+            return None
+
+
+def collated_in(tb: TracebackType | None) -> Collated | None:
+    """The collate call that ``tb`` (from the user's frame inwards) passes through, if any."""
+    try:
+        fetched = torch_compat.data_loader_fetch(tb)
+    except Exception:
+        return None
+    if fetched is None:
+        return None
+    dataset, collate_fn, samples, indices = fetched
+    if indices is not None:
+        try:
+            indices = list(indices)
+        except TypeError:
+            indices = None
+    return Collated(dataset, collate_fn, samples, indices)
+
+
+def rerun(collated: Collated, exc: BaseException, frame: FrameType) -> FailedCall | None:
+    """The torch call that fails when the collate function runs again on the same samples,
+    kept for ``frame`` (the user's loop), if it fails as the program did."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    kept: list[tuple[Any, tuple[Any, ...], dict[str, Any], BaseException]] = []
+
+    def on_call(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except Exception as err:
+            if not kept:  # the innermost: the calls around it raise the same error
+                kept.append((func, args, kwargs, err))
+            raise
+
+    try:
+        with quiet(), torch.no_grad(), call_mode(torch, on_call):
+            collated.collate_fn(collated.samples)
+    except Exception:
+        pass
+    if not kept:
+        return None
+    func, args, kwargs, err = kept[0]
+    if type(err) is not type(exc) or str(err) != str(exc):
+        return None
+    try:
+        verdict = judge(torch, func, args, kwargs)
+    except Exception:
+        return None
+    return FailedCall(func=func, args=args, kwargs=kwargs, exc=exc, frame=frame, verdict=verdict)

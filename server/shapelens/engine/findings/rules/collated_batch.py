@@ -1,0 +1,174 @@
+"""The operands of a torch call that a DataLoader's collate function made, named as the user
+reaches them: each tensor by the sample it came from (``loader.dataset[37]['input_ids']``),
+the odd ones those whose shape most of the batch does not share, and where each sample was
+made when nothing watched it being made (the dataset's ``__getitem__`` that returned it).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections import Counter
+from typing import Any
+
+from shapelens.engine.findings.call_trials import tensors_of
+from shapelens.engine.findings.collate import Collated
+from shapelens.engine.findings.context import Named, RunFacts, load_paths
+from shapelens.engine.findings.op_names import op_label
+from shapelens.engine.findings.op_watch import FailedCall
+from shapelens.engine.torch_support import torch_compat
+
+MAX_SHOWN = 8
+"""Tensors of a batch named in a finding: the odd ones first, then the others in order."""
+_DATASET_ATTRIBUTES = ("dataset", "train_dataset", "eval_dataset")
+"""Where a loader (or a library's trainer) keeps the dataset it batches."""
+_MAX_WRAPPERS = 4
+"""Datasets wrapped in others (``Subset``): how deep to look for the user's own."""
+
+Born = tuple[str, int, str]
+"""(file, line, what it was there): where a sample's tensor was made."""
+
+
+class CollatedBatch:
+    """A failed collate call's tensors, as :class:`Named` operands (``named``, ``odd``), the
+    call's label (``op``) and where the odd samples were made when nothing else tells
+    (``born``)."""
+
+    def __init__(
+        self,
+        failed: FailedCall,
+        collated: Collated,
+        statement: ast.AST | None,
+        resolve: Any,
+        facts: RunFacts,
+    ) -> None:
+        torch = sys.modules["torch"]
+        tensors = tensors_of(torch, failed.args, failed.kwargs)
+        where = _sample_paths(torch, collated.samples)
+        base = _dataset_text(statement, resolve, collated.dataset)
+        returned = _returned_at(collated.dataset, facts)
+        self.born: dict[int, Born] = {}
+        named: list[Named] = []
+        for index, tensor in enumerate(tensors):
+            found = where.get(id(tensor)) or where.get(_address(tensor))
+            label = f"argument {index + 1}"
+            if found is not None:
+                position, path = found
+                sample = collated.index_of(position)
+                label = (
+                    f"{base}[{sample}]{path}" if sample is not None else f"batch[{position}]{path}"
+                )
+                if returned is not None:
+                    self.born[id(tensor)] = (returned[0], returned[1], f"<return>{path}")
+            named.append(
+                Named(label, tensor, tuple(tensor.shape), tensor.dtype, tensor.device, False)
+            )
+        shapes = Counter(n.shape for n in named)
+        usual, count = shapes.most_common(1)[0] if shapes else ((), 0)
+        odd = [n for n in named if n.shape != usual] if count * 2 > len(named) else []
+        self.odd = {id(n.value) for n in odd}
+        if odd:  # where the odd samples were made; the others' is the same line again
+            self.born = {key: born for key, born in self.born.items() if key in self.odd}
+        self.named = (odd + [n for n in named if n.shape == usual or not odd])[:MAX_SHOWN]
+        label = op_label(failed.func)
+        if len(named) > len(self.named):  # `torch.stack of 64 samples in `default_collate``
+            label += f" of {len(named)} samples"
+        collate = _collate_name(collated.collate_fn)
+        self.op = f"{label} in `{collate}`" if collate else label
+
+
+def _sample_paths(torch: Any, samples: list[Any]) -> dict[int, tuple[int, str]]:
+    """Each tensor (by id) or array (by its data's address) of the samples: (its sample's
+    position in the batch, its path in the sample: ``[0]``, ``['input_ids']``)."""
+    found: dict[int, tuple[int, str]] = {}
+    for position, sample in enumerate(samples):
+        try:
+            leaves = torch_compat.tree_leaves_with_paths(sample)
+        except Exception:
+            continue
+        for path, leaf in leaves:
+            if isinstance(leaf, torch.Tensor):
+                found.setdefault(id(leaf), (position, path))
+            address = _address(leaf)
+            if address:  # numpy: the collate made a tensor of it (`torch.as_tensor`)
+                found.setdefault(address, (position, path))
+    return found
+
+
+def _address(value: Any) -> int:
+    """Where a CPU tensor's or an array's data starts (0 when there is none to compare)."""
+    try:
+        interface = getattr(value, "__array_interface__", None)
+        if interface is not None:
+            return int(interface["data"][0])
+        if getattr(value, "device", None) is not None and value.device.type == "cpu":
+            return int(value.data_ptr())
+    except Exception:
+        pass
+    return 0
+
+
+def _dataset_text(statement: ast.AST | None, resolve: Any, dataset: Any) -> str:
+    """How the user's line reaches the dataset: ``loader.dataset`` for ``for x, y in
+    enumerate(loader)``, ``trainer.train_dataset``; else ``dataset``."""
+    if statement is not None:
+        header = statement.iter if isinstance(statement, ast.For | ast.AsyncFor) else statement
+        for path in load_paths(header):
+            value = resolve(path)
+            for attribute in _DATASET_ATTRIBUTES:
+                if value is not None and getattr(value, attribute, None) is dataset:
+                    return ".".join(path) + "." + attribute
+    return "dataset"
+
+
+def _returned_at(dataset: Any, facts: RunFacts) -> tuple[str, int] | None:
+    """The one ``return`` of the user's ``__getitem__`` that made the samples (through
+    wrappers such as ``Subset``), if it has just one."""
+    for _ in range(_MAX_WRAPPERS):
+        code = getattr(getattr(type(dataset), "__getitem__", None), "__code__", None)
+        if code is None:
+            return None
+        file = facts.scope.user_file(code.co_filename)
+        if file is not None:
+            function = _function_at(facts, file, code.co_firstlineno)
+            if function is None:
+                return None
+            returns = [node for node in _own_nodes(function) if isinstance(node, ast.Return)]
+            return (file, returns[0].lineno) if len(returns) == 1 else None
+        dataset = getattr(dataset, "dataset", None)
+    return None
+
+
+def _function_at(facts: RunFacts, file: str, first: int) -> ast.AST | None:
+    """The ``def`` whose code starts at ``first`` (its first decorator, if any)."""
+    statements = facts.sources.get(file).statements
+    for line in range(first, first + 32):
+        node = statements.get(line)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            return node
+    return None
+
+
+def _own_nodes(function: ast.AST) -> list[ast.AST]:
+    """The nodes of ``function``'s body, not those of functions nested in it."""
+    found: list[ast.AST] = []
+    pending = list(ast.iter_child_nodes(function))
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            continue
+        found.append(node)
+        pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def _collate_name(collate_fn: Any) -> str | None:
+    """``default_collate``; a collator object by its class (``DataCollatorWithPadding``),
+    the one it wraps when it only wraps one (transformers' ``RemoveColumnsCollator``)."""
+    inner = getattr(collate_fn, "data_collator", None)
+    if callable(inner):
+        collate_fn = inner
+    name = getattr(collate_fn, "__name__", None)
+    if isinstance(name, str):
+        return name
+    return type(collate_fn).__name__ if collate_fn is not None else None
