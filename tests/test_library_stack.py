@@ -355,6 +355,49 @@ def test_a_row_cut_short_under_the_trainer_is_named_in_its_batch(  # type: ignor
     ]
 
 
+SENTENCES = """
+    from torch.utils.data import Dataset
+
+
+    class Sentences(Dataset):
+        \"\"\"Tokenized sentences as lists of ids, not padded: two are one token short.\"\"\"
+
+        def __init__(self, count):
+            self.rows = [[(i * 7 + j) % 256 for j in range(15 if i in (33, 76) else 16)]
+                         for i in range(count)]
+
+        def __len__(self):
+            return len(self.rows)
+
+        def __getitem__(self, i):
+            return {"input_ids": self.rows[i], "labels": self.rows[i]}
+"""
+
+
+def test_unpadded_token_lists_under_the_trainer_name_the_short_ones(  # type: ignore[no-untyped-def]
+    library_python: str, script
+) -> None:
+    """Lists of token ids never padded: the collator's ``torch.tensor`` refuses a batch of
+    lists of two lengths (a ValueError of its own, no tensor passed). The finding names the
+    lists it was given by their rows, the short ones first, and calls it a shape mismatch."""
+    data = script(SENTENCES, "data.py")
+    source = UNDER_THE_TRAINER.replace("TokenRows", "Sentences").replace(
+        "Sentences(96, 32, 256)", "Sentences(96)"
+    )
+    run, path = failed(library_python, script, source)
+    [finding] = [f for f in run.trace["findings"] if f["severity"] == "error"]  # type: ignore[index]
+    assert finding["kind"] == "shape_mismatch"
+    assert finding["line"] == line_of(path, "trainer.train()")
+    assert finding["op"] == "torch.tensor in `default_data_collator`"
+    odd = [o for o in finding["operands"] if o.get("odd")]
+    assert odd and all(o["shape"] == [15] for o in odd)
+    assert {o["name"] for o in odd} <= {
+        f"trainer.train_dataset[{row}]['input_ids']" for row in (33, 76)
+    }
+    assert all(o["shape"] == [16] for o in finding["operands"] if not o.get("odd"))
+    assert (odd[0]["file"], odd[0]["line"]) == (str(data), line_of(data, "return {"))
+
+
 GPT2_SHAPES_ONLY = """
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import sys
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 from shapelens.engine.findings.call_trials import tensors_of
@@ -16,13 +17,15 @@ from shapelens.engine.findings.collate import Collated
 from shapelens.engine.findings.context import Named, RunFacts, load_paths
 from shapelens.engine.findings.op_names import op_label
 from shapelens.engine.findings.op_watch import FailedCall
-from shapelens.engine.torch_support import torch_compat
 
 MAX_SHOWN = 8
 """Tensors of a batch named in a finding: the odd ones first, then the others in order."""
 _DATASET_ATTRIBUTES = ("dataset", "train_dataset", "eval_dataset")
 """Where a loader (or a library's trainer) keeps the dataset it batches."""
 _MAX_WRAPPERS = 4
+_MAX_DEPTH = 4
+_MAX_NODES = 256
+"""A sample's containers and leaves looked at, how deep and how many."""
 """Datasets wrapped in others (``Subset``): how deep to look for the user's own."""
 
 Born = tuple[str, int, str]
@@ -30,9 +33,10 @@ Born = tuple[str, int, str]
 
 
 class CollatedBatch:
-    """A failed collate call's tensors, as :class:`Named` operands (``named``, ``odd``), the
-    call's label (``op``) and where the odd samples were made when nothing else tells
-    (``born``)."""
+    """A failed collate call's tensors (or the lists of numbers ``torch.tensor`` refused), as
+    :class:`Named` operands (``named``, ``odd``), the call's label (``op``), where the odd
+    samples were made when nothing else tells (``born``), and ``kind`` when the verdict on
+    the call has none to give (a ragged batch of lists is a shape mismatch)."""
 
     def __init__(
         self,
@@ -43,14 +47,15 @@ class CollatedBatch:
         facts: RunFacts,
     ) -> None:
         torch = sys.modules["torch"]
-        tensors = tensors_of(torch, failed.args, failed.kwargs)
         where = _sample_paths(torch, collated.samples)
         base = _dataset_text(statement, resolve, collated.dataset)
         returned = _returned_at(collated.dataset, facts)
         self.born: dict[int, Born] = {}
+        self.kind: str | None = None
         named: list[Named] = []
-        for index, tensor in enumerate(tensors):
-            found = where.get(id(tensor)) or where.get(_address(tensor))
+        passed = tensors_of(torch, failed.args, failed.kwargs) or _lists_passed(failed, where)
+        for index, value in enumerate(passed):
+            found = where.get(id(value)) or where.get(_address(value))
             label = f"argument {index + 1}"
             if found is not None:
                 position, path = found
@@ -59,16 +64,20 @@ class CollatedBatch:
                     f"{base}[{sample}]{path}" if sample is not None else f"batch[{position}]{path}"
                 )
                 if returned is not None:
-                    self.born[id(tensor)] = (returned[0], returned[1], f"<return>{path}")
-            named.append(
-                Named(label, tensor, tuple(tensor.shape), tensor.dtype, tensor.device, False)
-            )
+                    self.born[id(value)] = (returned[0], returned[1], f"<return>{path}")
+            if isinstance(value, torch.Tensor):
+                shape, dtype, device = tuple(value.shape), value.dtype, value.device
+            else:
+                shape, dtype, device = (len(value),), type(value).__name__, None
+            named.append(Named(label, value, shape, dtype, device, False))
         shapes = Counter(n.shape for n in named)
         usual, count = shapes.most_common(1)[0] if shapes else ((), 0)
         odd = [n for n in named if n.shape != usual] if count * 2 > len(named) else []
         self.odd = {id(n.value) for n in odd}
         if odd:  # where the odd samples were made; the others' is the same line again
             self.born = {key: born for key, born in self.born.items() if key in self.odd}
+            if not isinstance(odd[0].value, torch.Tensor):
+                self.kind = "shape_mismatch"
         self.named = (odd + [n for n in named if n.shape == usual or not odd])[:MAX_SHOWN]
         label = op_label(failed.func)
         if len(named) > len(self.named):  # `torch.stack of 64 samples in `default_collate``
@@ -77,22 +86,45 @@ class CollatedBatch:
         self.op = f"{label} in `{collate}`" if collate else label
 
 
+def _lists_passed(failed: FailedCall, where: dict[int, tuple[int, str]]) -> list[Any]:
+    """The samples' lists a call was given in a list (``torch.tensor([f["input_ids"] for f in
+    features])``): what it refused when their lengths differ."""
+    return [
+        item
+        for argument in failed.args
+        if isinstance(argument, list | tuple)
+        for item in argument
+        if isinstance(item, list | tuple) and id(item) in where
+    ]
+
+
 def _sample_paths(torch: Any, samples: list[Any]) -> dict[int, tuple[int, str]]:
-    """Each tensor (by id) or array (by its data's address) of the samples: (its sample's
-    position in the batch, its path in the sample: ``[0]``, ``['input_ids']``)."""
+    """Each tensor and list (by id) or array (by its data's address) of the samples: (its
+    sample's position in the batch, its path in the sample: ``[0]``, ``['input_ids']``)."""
     found: dict[int, tuple[int, str]] = {}
     for position, sample in enumerate(samples):
-        try:
-            leaves = torch_compat.tree_leaves_with_paths(sample)
-        except Exception:
-            continue
-        for path, leaf in leaves:
-            if isinstance(leaf, torch.Tensor):
-                found.setdefault(id(leaf), (position, path))
-            address = _address(leaf)
+        pending: list[tuple[Any, str, int]] = [(sample, "", 0)]
+        for _ in range(_MAX_NODES):
+            if not pending:
+                break
+            node, path, depth = pending.pop()
+            found.setdefault(id(node), (position, path))
+            address = _address(node)
             if address:  # numpy: the collate made a tensor of it (`torch.as_tensor`)
                 found.setdefault(address, (position, path))
+            if depth >= _MAX_DEPTH or isinstance(node, torch.Tensor):
+                continue
+            entries: list[tuple[Any, str, int]] = []
+            if isinstance(node, Mapping):
+                entries = [(v, f"{path}[{k!r}]", depth + 1) for k, v in node.items()]
+            elif isinstance(node, list | tuple) and node and not _is_number(node[0]):
+                entries = [(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(node)]
+            pending += reversed(entries)  # the first entry first: it names a value held twice
     return found
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float | bool)
 
 
 def _address(value: Any) -> int:

@@ -98,7 +98,7 @@ class ExplainByCall:
         shown[:0] = _inner_module(failed, named, declared_at, self.facts, self._origin_of)
         text = str(seen.exc).strip()  # the program's error (a replay's fake one is worded apart)
         finding = Finding(
-            kind=verdict.kind,
+            kind=(batch.kind if batch is not None else None) or verdict.kind,
             severity="error",
             file=info.file,
             line=seen.line,
