@@ -358,6 +358,44 @@ def test_a_join_along_the_wrong_dim_is_in_the_chain(script, tmp_path: Path) -> N
     )
 
 
+def test_a_join_before_a_layer_norm_is_in_the_chain(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The same wrong join before an ``nn.LayerNorm(96)``: its one normalized dim is the size
+    it was built for (``normalized_shape=(96,)``, a tuple), so the finding shows it and the
+    chain has the cat, with the dim it would have fitted along."""
+    path = script(
+        """
+        import torch
+        from torch import nn
+
+
+        class MultiBranch(nn.Module):
+            def __init__(self, features, width, branches):
+                super().__init__()
+                self.branches = nn.ModuleList(nn.Linear(features, width) for _ in range(branches))
+                self.norm = nn.LayerNorm(width * branches)
+
+            def forward(self, x):
+                outs = [torch.relu(branch(x)) for branch in self.branches]
+                joined = torch.cat(outs, dim=0)
+                return self.norm(joined)
+
+
+        net = MultiBranch(12, 32, 3)
+        for step in range(3):
+            y = net(torch.randn(16, 12))
+        """
+    )
+    run = run_cli("--quiet", path.name, cwd=tmp_path)
+    assert run.returncode == 1
+    finding = _only(run, "shape_mismatch")
+    assert _operand(finding, "self.norm")["module"]["expects"] == {"normalized_shape": 96}
+    [joined_at] = [
+        r["message"] for r in finding["related"] if r["line"] == line_of(path, "joined =")
+        and "torch.cat" in r["message"]
+    ]  # fmt: skip
+    assert joined_at.endswith("along dim 0; along dim 1 it would be (16, 96)")
+
+
 async def test_the_editor_shows_the_call_and_the_chain(lsp: LspSession) -> None:
     path, uri = lsp.write(
         "train.py",

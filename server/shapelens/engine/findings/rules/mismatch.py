@@ -49,6 +49,10 @@ EXPECTATIONS = {
     "GRU": ("input_size",),
     "RNN": ("input_size",),
     "MultiheadAttention": ("embed_dim",),
+    "LayerNorm": ("normalized_shape",),
+    "GroupNorm": ("num_channels",),
+    "InstanceNorm1d": ("num_features",),
+    "InstanceNorm2d": ("num_features",),
 }
 """What a module expects of its input, by class: the attributes a finding shows."""
 
@@ -150,9 +154,9 @@ def operand_of(
         cls = type(named.value).__name__
         table = getattr(named.value, "__dict__", {})
         expects = tuple(
-            (name, table[name])
+            (name, size)
             for name in EXPECTATIONS.get(cls, ())
-            if isinstance(table.get(name), int)
+            if (size := _size_expected(table.get(name))) is not None
         )
         where = declared_at(named.label, named.value) if declared_at is not None else None
         module = ModuleFacts(
@@ -178,6 +182,13 @@ def operand_of(
         born_as=origin.name if origin is not None and origin.name != named.label else None,
         odd=odd,
     )
+
+
+def _size_expected(value: Any) -> int | None:
+    """A module's expected size: an int, or a ``LayerNorm``'s one normalized dim ``(96,)``."""
+    if isinstance(value, tuple) and len(value) == 1:
+        value = value[0]
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def explain_all(
