@@ -231,3 +231,54 @@ def test_a_large_batch_of_a_subset_names_the_odd_sample_and_counts_the_rest(
         str(data),
         line_of(data, "return chunk[:-1]"),
     )
+
+
+def test_token_lists_of_two_lengths_are_named_where_the_collate_s_own_check_refuses_them(
+    script,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    """A dataset of (list of token ids, label): ``default_collate`` checks in Python that the
+    lists have one length, and raises with no torch call failing. Run again, the check's own
+    arguments are what it refused: the lists, named by their samples, the short one first."""
+    data = script(
+        """
+        from torch.utils.data import Dataset
+
+
+        class Tokenized(Dataset):
+            def __init__(self, texts, vocab):
+                self.rows = [[vocab[w] for w in text.split()] for text in texts]
+                self.labels = [len(r) % 2 for r in self.rows]
+
+            def __len__(self):
+                return len(self.rows)
+
+            def __getitem__(self, i):
+                return self.rows[i], self.labels[i]
+        """,
+        "data.py",
+    )
+    script(
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        from data import Tokenized
+
+        texts = ["a b c d", "b c d a", "c d a b", "d a b c", "a b c", "b c d a"]
+        loader = DataLoader(Tokenized(texts, {w: i for i, w in enumerate("abcd")}), batch_size=6)
+        emb = torch.nn.Embedding(4, 8)
+        for ids, label in loader:
+            out = emb(torch.stack(ids, dim=1))
+        """,
+        "train.py",
+    )
+    run = run_cli("--quiet", "train.py", cwd=tmp_path)
+    assert run.returncode == 1
+    finding = _error(run)
+    assert finding["op"] == "`default_collate`'s own check"
+    named = [(o["name"], o["shape"], bool(o.get("odd"))) for o in finding["operands"]]
+    assert named[0] == ("loader.dataset[4][0]", [3], True)
+    assert sorted(named[1:]) == [(f"loader.dataset[{i}][0]", [4], False) for i in (0, 1, 2, 3, 5)]
+    odd = finding["operands"][0]
+    assert (odd["file"], odd["line"]) == (str(data), line_of(data, "return self.rows[i]"))

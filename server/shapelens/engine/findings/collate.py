@@ -21,7 +21,7 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from shapelens.engine.findings.call_mode import call_mode
-from shapelens.engine.findings.call_trials import judge
+from shapelens.engine.findings.call_trials import Verdict, judge
 from shapelens.engine.findings.op_watch import FailedCall
 from shapelens.engine.findings.replay import quiet
 from shapelens.engine.torch_support import torch_compat
@@ -81,18 +81,53 @@ def rerun(collated: Collated, exc: BaseException, frame: FrameType) -> FailedCal
                 kept.append((func, args, kwargs, err))
             raise
 
+    raised: BaseException | None = None
     try:
         with quiet(), torch.no_grad(), call_mode(torch, on_call):
             collated.collate_fn(collated.samples)
-    except Exception:
-        pass
-    if not kept:
-        return None
-    func, args, kwargs, err = kept[0]
-    if type(err) is not type(exc) or str(err) != str(exc):
+    except Exception as err:
+        raised = err
+    if not kept:  # no torch call failed: the collate's own check raised
+        if raised is None or not _same(raised, exc):
+            return None
+        checked, args = _innermost_call(raised)
+        return FailedCall(
+            func=OwnCheck(checked), args=args, kwargs={}, exc=exc, frame=frame,
+            verdict=Verdict("op_error"),
+        )  # fmt: skip
+    func, args, kwargs, first = kept[0]
+    if not _same(first, exc):
         return None
     try:
         verdict = judge(torch, func, args, kwargs)
     except Exception:
         return None
     return FailedCall(func=func, args=args, kwargs=kwargs, exc=exc, frame=frame, verdict=verdict)
+
+
+class OwnCheck:
+    """The collate function's own Python code raised, no torch call failing
+    (``default_collate``'s "each element in list of batch should be of equal size"): the
+    function that raised, by name, stands for the failed call, its arguments for the
+    call's."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+def _same(err: BaseException, exc: BaseException) -> bool:
+    """Whether the rerun failed as the program did."""
+    return type(err) is type(exc) and str(err) == str(exc)
+
+
+def _innermost_call(err: BaseException) -> tuple[str, tuple[Any, ...]]:
+    """The function whose code raised ``err`` (the traceback's innermost frame), and the
+    values of its parameters."""
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None:
+        return "?", ()
+    code, local = tb.tb_frame.f_code, tb.tb_frame.f_locals
+    names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    return code.co_name, tuple(local[name] for name in names if name in local)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shapelens.engine.findings.call_trials import tensors_of
-from shapelens.engine.findings.collate import Collated
+from shapelens.engine.findings.collate import Collated, OwnCheck
 from shapelens.engine.findings.context import Named, RunFacts, load_paths
 from shapelens.engine.findings.op_names import op_label
 from shapelens.engine.findings.op_watch import FailedCall
@@ -79,11 +79,13 @@ class CollatedBatch:
             if not isinstance(odd[0].value, torch.Tensor):
                 self.kind = "shape_mismatch"
         self.named = (odd + [n for n in named if n.shape == usual or not odd])[:MAX_SHOWN]
-        label = op_label(failed.func)
-        if len(named) > len(self.named):  # `torch.stack of 64 samples in `default_collate``
-            label += f" of {len(named)} samples"
         collate = _collate_name(collated.collate_fn)
-        self.op = f"{label} in `{collate}`" if collate else label
+        within = f"`{collate}`" if collate else "the collate function"
+        samples = f" of {len(named)} samples" if len(named) > len(self.named) else ""
+        if isinstance(failed.func, OwnCheck):  # its own Python check raised, no torch call
+            self.op = f"{within}'s own check{samples}"
+        else:  # `torch.stack of 64 samples in `default_collate``
+            self.op = f"{op_label(failed.func)}{samples} in {within}"
 
 
 def _lists_passed(failed: FailedCall, where: dict[int, tuple[int, str]]) -> list[Any]:
