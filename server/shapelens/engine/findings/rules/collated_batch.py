@@ -74,11 +74,19 @@ class CollatedBatch:
         usual, count = shapes.most_common(1)[0] if shapes else ((), 0)
         odd = [n for n in named if n.shape != usual] if count * 2 > len(named) else []
         self.odd = {id(n.value) for n in odd}
-        if odd:  # where the odd samples were made; the others' is the same line again
-            self.born = {key: born for key, born in self.born.items() if key in self.odd}
-            if not isinstance(odd[0].value, torch.Tensor):
-                self.kind = "shape_mismatch"
+        if odd and not isinstance(odd[0].value, torch.Tensor):
+            self.kind = "shape_mismatch"
+        if not odd:  # no shape most share (every length differs): each shape's first first
+            firsts: dict[Any, Named] = {}
+            for n in named:
+                firsts.setdefault(n.shape, n)
+            named = [*firsts.values(), *(n for n in named if firsts[n.shape] is not n)]
         self.named = (odd + [n for n in named if n.shape == usual or not odd])[:MAX_SHOWN]
+        self.followed = odd or named[:2]
+        """What the chain follows, and whose births are shown: the odd samples, else those
+        of the first two shapes (the others' were made on the same lines)."""
+        kept = {id(n.value) for n in self.followed}
+        self.born = {key: born for key, born in self.born.items() if key in kept}
         collate = _collate_name(collated.collate_fn)
         within = f"`{collate}`" if collate else "the collate function"
         samples = f" of {len(named)} samples" if len(named) > len(self.named) else ""
@@ -86,6 +94,10 @@ class CollatedBatch:
             self.op = f"{within}'s own check{samples}"
         else:  # `torch.stack of 64 samples in `default_collate``
             self.op = f"{op_label(failed.func)}{samples} in {within}"
+
+    def shows_birth(self, value: Any) -> bool:
+        """Whether ``value``'s operand names where it was made (see ``followed``)."""
+        return any(value is n.value for n in self.followed)
 
 
 def _lists_passed(failed: FailedCall, where: dict[int, tuple[int, str]]) -> list[Any]:

@@ -124,7 +124,9 @@ class ExplainByCall:
         finding = replace(
             finding,
             operands=tuple(self._born(o, n, batch) for o, n in _by_name(finding.operands, named)),
-            chain=self._chain(finding, named),
+        )
+        finding = replace(  # after the births: a step that is one is shown once
+            finding, chain=self._chain(finding, batch.followed if batch is not None else named)
         )
         found = [finding]
         if verdict.kind in ("device_mismatch", "dtype_mismatch"):
@@ -139,13 +141,8 @@ class ExplainByCall:
     def _born(self, operand: Operand, named: Named | None, batch: CollatedBatch | None) -> Operand:
         """An operand no name holds (``targets.view(-1, 1)``) was born where a watched call
         made it; a sample's, else where its dataset returned it."""
-        if (
-            named is not None
-            and batch is not None
-            and batch.odd
-            and id(named.value) not in batch.odd
-        ):
-            return replace(operand, file=None, line=None, born_as=None)  # the odd ones' line
+        if named is not None and batch is not None and not batch.shows_birth(named.value):
+            return replace(operand, file=None, line=None, born_as=None)  # the same line again
         if operand.line is not None or named is None or named.is_module:
             return operand
         made = self._provenance.made(named.value)
