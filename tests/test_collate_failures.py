@@ -282,3 +282,42 @@ def test_token_lists_of_two_lengths_are_named_where_the_collate_s_own_check_refu
     assert sorted(named[1:]) == [(f"loader.dataset[{i}][0]", [4], False) for i in (0, 1, 2, 3, 5)]
     odd = finding["operands"][0]
     assert (odd["file"], odd["line"]) == (str(data), line_of(data, "return self.rows[i]"))
+
+
+def test_a_stream_s_odd_sample_is_named_by_its_place_in_the_batch(
+    script,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    """An ``IterableDataset`` has no indices: its samples are named by their place in the
+    batch the DataLoader took from the stream, and made at its ``__iter__``'s one yield."""
+    path = script(
+        """
+        import torch
+        from torch.utils.data import DataLoader, IterableDataset
+
+
+        class Stream(IterableDataset):
+            def __iter__(self):
+                for i in range(40):
+                    n = 8 if i != 21 else 7
+                    yield torch.arange(n), i % 3
+
+
+        loader = DataLoader(Stream(), batch_size=4)
+        for epoch in range(2):
+            for x, y in loader:
+                z = x.float().mean()
+        """
+    )
+    run = run_cli("--quiet", path.name, cwd=tmp_path)
+    assert run.returncode == 1
+    finding = _error(run)
+    named = [(o["name"], o["shape"], bool(o.get("odd"))) for o in finding["operands"]]
+    assert named == [
+        ("batch[1][0]", [7], True),
+        ("batch[0][0]", [8], False),
+        ("batch[2][0]", [8], False),
+        ("batch[3][0]", [8], False),
+    ]
+    odd = finding["operands"][0]
+    assert (odd["line"], odd["born_as"]) == (line_of(path, "yield torch.arange"), "<yield>[0]")

@@ -49,7 +49,9 @@ class CollatedBatch:
         torch = sys.modules["torch"]
         where = _sample_paths(torch, collated.samples)
         base = _dataset_text(statement, resolve, collated.dataset)
-        returned = _returned_at(collated.dataset, facts)
+        iterable = collated.indices is None
+        returned = _returned_at(collated.dataset, facts, iterable=iterable)
+        made_as = "<yield>" if iterable else "<return>"
         self.born: dict[int, Born] = {}
         self.kind: str | None = None
         named: list[Named] = []
@@ -64,7 +66,7 @@ class CollatedBatch:
                     f"{base}[{sample}]{path}" if sample is not None else f"batch[{position}]{path}"
                 )
                 if returned is not None:
-                    self.born[id(value)] = (returned[0], returned[1], f"<return>{path}")
+                    self.born[id(value)] = (returned[0], returned[1], f"{made_as}{path}")
             if isinstance(value, torch.Tensor):
                 shape, dtype, device = tuple(value.shape), value.dtype, value.device
             else:
@@ -167,11 +169,13 @@ def _dataset_text(statement: ast.AST | None, resolve: Any, dataset: Any) -> str:
     return "dataset"
 
 
-def _returned_at(dataset: Any, facts: RunFacts) -> tuple[str, int] | None:
+def _returned_at(dataset: Any, facts: RunFacts, *, iterable: bool) -> tuple[str, int] | None:
     """The one ``return`` of the user's ``__getitem__`` that made the samples (through
-    wrappers such as ``Subset``), if it has just one."""
+    wrappers such as ``Subset``), or the one ``yield`` of an iterable dataset's
+    ``__iter__``, if it has just one."""
+    method, made_by = ("__iter__", ast.Yield) if iterable else ("__getitem__", ast.Return)
     for _ in range(_MAX_WRAPPERS):
-        code = getattr(getattr(type(dataset), "__getitem__", None), "__code__", None)
+        code = getattr(getattr(type(dataset), method, None), "__code__", None)
         if code is None:
             return None
         file = facts.scope.user_file(code.co_filename)
@@ -179,8 +183,8 @@ def _returned_at(dataset: Any, facts: RunFacts) -> tuple[str, int] | None:
             function = _function_at(facts, file, code.co_firstlineno)
             if function is None:
                 return None
-            returns = [node for node in _own_nodes(function) if isinstance(node, ast.Return)]
-            return (file, returns[0].lineno) if len(returns) == 1 else None
+            nodes = [node for node in _own_nodes(function) if isinstance(node, made_by)]
+            return (file, nodes[0].lineno) if len(nodes) == 1 else None
         dataset = getattr(dataset, "dataset", None)
     return None
 
