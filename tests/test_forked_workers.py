@@ -50,7 +50,11 @@ def report(name):
                 held.append(fd)
         except OSError:
             pass
-    state = {"settrace": sys.gettrace() is not None, "tools": tools, "held": held}
+    modes = 0  # torch function modes on the stack: the op watch's, if it were left on
+    if "torch" in sys.modules:
+        from shapelens.engine.torch_support.torch_compat import function_mode_depth
+        modes = function_mode_depth(sys.modules["torch"])
+    state = {"settrace": sys.gettrace() is not None, "tools": tools, "held": held, "modes": modes}
     with open(os.path.join(OUT, name + ".json"), "w") as out:
         json.dump(state, out)
 
@@ -97,6 +101,7 @@ def test_forked_children_are_untraced_and_free(script, tmp_path: Path, backend: 
         assert state["settrace"] is False, path.stem
         assert "shapelens" not in state["tools"], (path.stem, state["tools"])
         assert state["held"] == [], path.stem
+        assert state["modes"] == 0, path.stem  # forked by the loop's watched first hit
     # The traced program itself goes on being traced after each fork.
     assert run.line(main, line_of(main, "after_fork ="))
     if HAS_TORCH:

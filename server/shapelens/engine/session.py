@@ -211,8 +211,12 @@ class Engine:
             self.compile.uninstall()
 
     def forked(self) -> None:
-        """In a forked child of user code: tracing off there for good."""
+        """In a forked child of user code: tracing off there for good, and the op watch's
+        mode off the child's stack (a DataLoader worker forked while the loop's line was
+        watched ran every collate call through it: its frame in the worker's tracebacks)."""
         self.backend.forked()
+        self.recorder.op_watch.enabled = False
+        self.recorder.op_watch.pause()
 
     def drain(self, *, last: bool = False) -> list[messages.Message]:
         """What changed since the last drain, as the channel's messages."""
