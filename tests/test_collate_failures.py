@@ -113,6 +113,12 @@ def test_a_crop_one_token_short_in_the_fourth_epoch_is_named_in_its_batch(
     finding = _error(run)
     assert (finding["file"], finding["line"]) == (str(train), line_of(train, "for ids, targets"))
     assert finding["op"] == "torch.stack in `default_collate`"
+    # the loop's 20th batch (3 epochs of 5, then the 4th's second), and the message says so
+    assert finding["hit"] == 3 * 5 + 2
+    [told] = run.findings("shape_mismatch")
+    assert told["message"].startswith(
+        "shape mismatch: torch.stack in `default_collate` failed on hit 17: stack expects"
+    )
     operands = finding["operands"]
     odd = [o for o in operands if o.get("odd")]
     assert [o["shape"] for o in odd] == [[11]]

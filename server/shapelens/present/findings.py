@@ -56,8 +56,13 @@ def finding_detail(finding: Finding) -> str:
 def _body(finding: Finding) -> str:
     body = _sentence(finding)
     own_op = ("degenerate_op", "nonfinite", "collective_mismatch", "distributed_hang")
+    # The hit it failed on, past the first: the last smaller batch of an epoch, not the first.
+    late = finding.hit is not None and finding.hit > 1 and finding.kind != "nonfinite"
+    on_hit = f" on hit {finding.hit}" if late else ""
     if finding.op is not None and finding.kind not in own_op:
-        body = f"{finding.op} failed: {body}"
+        body = f"{finding.op} failed{on_hit}: {body}"
+    elif on_hit:
+        body = f"{body} (failed{on_hit})"
     return f"{body}; {finding.advice}" if finding.advice else body
 
 

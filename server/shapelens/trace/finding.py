@@ -8,7 +8,7 @@ rest of the trace model: the child imports this module at start-up.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 Severity = Literal["error", "warning", "info"]
@@ -185,7 +185,8 @@ class Finding:
     state: str | None = None
     """nonfinite: ``NaN`` or ``Inf``."""
     hit: int | None = None
-    """nonfinite: the hit of the line on which it was first seen."""
+    """The hit of its line it was made on: nonfinite, the first that held it; an error's,
+    the one that raised (a loop header's: its iteration, not counting the loop's exits)."""
     error: str | None = None
     """The error (or warning) torch raised, first line."""
     expected: str | None = None
@@ -211,6 +212,15 @@ class Finding:
     """A finding read from a ``shapelens.trace/1`` file: its related locations."""
     calls: tuple[RankCall, ...] = ()
     """collective_mismatch, distributed_hang: each rank's collective (or where it was)."""
+
+
+def with_hit(found: list[Finding], file: str, line: int, hit: int) -> list[Finding]:
+    """``found``, those on ``file``:``line`` (that have none yet) with the ``hit`` of the
+    line they were made on."""
+    return [
+        replace(f, hit=hit) if (f.file, f.line) == (file, line) and f.hit is None else f
+        for f in found
+    ]
 
 
 # -- the codec: the channel's and the trace file's JSON ----------------------------------

@@ -342,7 +342,8 @@ class MonitoringTracer:
             if info is None:
                 return None
             frame = sys._getframe(1)
-            self._previous[id(frame)] = NO_STATEMENT  # the running statement did not complete
+            if not info.ended_its_loop(exc, self._previous.get(id(frame), NO_STATEMENT)):
+                self._previous[id(frame)] = NO_STATEMENT  # the running statement did not complete
             self.events.exception_raised(frame, info, exc)
             return None
         except Exception as err:  # ours: never the program's (see .faults)

@@ -368,8 +368,9 @@ class Tracer:
                     events.frame_returned(frame, info, previous, arg, yielded=yielded)
                     previous = NO_STATEMENT
                 elif event == "exception":
-                    previous = NO_STATEMENT
                     exc = arg[1] if isinstance(arg, tuple) and len(arg) > 2 else None
+                    if not info.ended_its_loop(exc, previous):
+                        previous = NO_STATEMENT  # the running statement did not complete
                     # the traceback as it is now (exc.__traceback__ lags behind it on 3.11)
                     events.exception_raised(frame, info, exc, arg[2] if exc is not None else None)
                 return local

@@ -48,10 +48,14 @@ class Collated:
             return None
 
 
-def collated_in(tb: TracebackType | None) -> Collated | None:
-    """The collate call that ``tb`` (from the user's frame inwards) passes through, if any."""
+def collated_in(exc: BaseException, tb: TracebackType | None) -> Collated | None:
+    """The collate call that ``exc``'s traceback (``tb``: from the user's frame inwards)
+    passes through, for an error a collate raises on a batch that does not fit (not the end
+    of the data, not an interrupt)."""
+    if not isinstance(exc, Exception) or isinstance(exc, StopIteration | StopAsyncIteration):
+        return None
     try:
-        fetched = torch_compat.data_loader_fetch(tb)
+        fetched = torch_compat.data_loader_fetch(tb or exc.__traceback__)
     except Exception:
         return None
     if fetched is None:

@@ -144,6 +144,11 @@ class CodeInfo:
         self.thread: int | None = None
         self.stays_on = False
 
+    def ended_its_loop(self, exc: BaseException | None, statement: int) -> bool:
+        """Whether ``exc`` is a ``for`` loop's iterator ending (a DataLoader's StopIteration,
+        reported in the loop's frame): its header's hit completed, and was the loop's exit."""
+        return isinstance(exc, StopIteration) and statement in self.loop_headers
+
     def started(self, frame: FrameType, thread: int) -> None:
         """A frame of this code starts in ``thread``. Its lines are never switched off from
         now on (they are counted, not estimated) where that would go wrong:

@@ -55,7 +55,7 @@ from shapelens.engine.recording.sampling import DENSE_HITS, NEWS_WINDOW, due, re
 from shapelens.engine.recording.scope import UserCodeScope
 from shapelens.engine.recording.statement_hooks import add_hit, iteration_hook, statement_hook
 from shapelens.engine.source.source_map import SourceMaps
-from shapelens.trace.finding import Finding, finding_to_json
+from shapelens.trace.finding import Finding, finding_to_json, with_hit
 
 __all__ = ["NO_STATEMENT", "CodeInfo", "StatementRecorder"]
 
@@ -236,7 +236,7 @@ class StatementRecorder:
         line = info.statement_of.get(frame.f_lineno, frame.f_lineno)
         found: list[Finding] = []
         # A batch the user's loop asked for, refused by the DataLoader's collate function.
-        collated = collated_in(tb or exc.__traceback__) if _may_collate(exc) else None
+        collated = collated_in(exc, tb)
         if failed is not None:  # the call itself was seen: explained by what it was passed
             seen = CallFailed(exc=exc, failed=failed, info=info, line=line, collated=collated)
             found = self.dispatch.emit(seen)
@@ -253,7 +253,13 @@ class StatementRecorder:
         if not found:  # no call seen, even replayed: the values the statement names
             found = self.dispatch.emit(Raised(exc=exc, frame=frame, info=info, line=line, tb=tb))
         if found:
+            found = self._at_hit(found, info, line)
             self._pending_errors = [*self._pending_errors[-7:], (key, found)]
+
+    def _at_hit(self, found: list[Finding], info: CodeInfo, line: int) -> list[Finding]:
+        """The findings on the failing line, with the hit it failed on (a loop's iteration)."""
+        hit = self.records.hits_now(info.file, line) - info.loop_exits.get(line, 0)
+        return with_hit(found, info.file, line, hit) if hit > 0 else found
 
     def _replayed(
         self,
@@ -303,10 +309,10 @@ class StatementRecorder:
             failed = rerun(collated, exc, frame)
             if failed is not None:
                 seen = CallFailed(exc=exc, failed=failed, info=info, line=line, collated=collated)
-                found = [self.dispatch.emit(seen), *found]
+                found = [self._at_hit(self.dispatch.emit(seen), info, line), *found]
         if exc is not None and later is not None and later[0] == ended:  # the whole way back
             _, frame, info, line, seen_directly = later
-            outer = self._replayed(frame, info, line, exc, outer=True)
+            outer = self._at_hit(self._replayed(frame, info, line, exc, outer=True), info, line)
             if not seen_directly or any(f.chain for f in outer):
                 found = [outer, *found]  # a call seen directly is kept unless this adds a chain
         for candidate in found:
@@ -490,9 +496,3 @@ class StatementRecorder:
                 issued_here=issued_here, filename=filename,
             )  # fmt: skip
             self._add(self.dispatch.emit(seen))
-
-
-def _may_collate(exc: BaseException) -> bool:
-    """An error a collate function raises on a batch that does not fit (not the end of the
-    data, not an interrupt)."""
-    return isinstance(exc, Exception) and not isinstance(exc, StopIteration | StopAsyncIteration)
