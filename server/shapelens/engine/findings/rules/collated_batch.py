@@ -23,10 +23,10 @@ MAX_SHOWN = 8
 _DATASET_ATTRIBUTES = ("dataset", "train_dataset", "eval_dataset")
 """Where a loader (or a library's trainer) keeps the dataset it batches."""
 _MAX_WRAPPERS = 4
+"""Datasets wrapped in others (``Subset``): how deep to look for the user's own."""
 _MAX_DEPTH = 4
 _MAX_NODES = 256
 """A sample's containers and leaves looked at, how deep and how many."""
-"""Datasets wrapped in others (``Subset``): how deep to look for the user's own."""
 
 Born = tuple[str, int, str]
 """(file, line, what it was there): where a sample's tensor was made."""
