@@ -219,6 +219,19 @@ def loop_of(steps: int) -> int:
     return total
 
 
+def _loop_of_traced(monkeypatch: pytest.MonkeyPatch) -> tuple[Any, RunRecords, Any, int]:
+    """:func:`loop_of` run 200 times under plain sys.settrace, counting each hit: (the
+    recorder, its records, the code's info, its body's line), for switches made by hand."""
+    monkeypatch.setenv(GATE_VARIABLE, "0")
+    here = str(Path(__file__).parent)
+    built = engine_for(ScopeConfig(root=here, functions=("loop_of",)), backend="settrace")
+    with built.backend:
+        loop_of(200)
+    info = built.recorder.info_for(loop_of.__code__)
+    assert info is not None
+    return built.recorder, built.records, info, loop_of.__code__.co_firstlineno + 3
+
+
 def test_two_threads_switching_the_same_line_on_count_its_estimate_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -226,15 +239,7 @@ def test_two_threads_switching_the_same_line_on_count_its_estimate_once(
     and switch it on, one after the other. The second finds it on already (it raised
     KeyError in the user's thread). Plain sys.settrace runs the loop, counting each hit; the
     switches are made here."""
-    monkeypatch.setenv(GATE_VARIABLE, "0")
-    here = str(Path(__file__).parent)
-    built = engine_for(ScopeConfig(root=here, functions=("loop_of",)), backend="settrace")
-    recorder, records = built.recorder, built.records
-    with built.backend:
-        loop_of(200)
-    info = recorder.info_for(loop_of.__code__)
-    assert info is not None
-    body = loop_of.__code__.co_firstlineno + 3
+    recorder, records, info, body = _loop_of_traced(monkeypatch)
     assert recorder.lines.switch_off(info, body, count=200, generation=1)
     recorder.lines.switch_on(info, body)
     recorder.lines.switch_on(info, body)  # the other thread's
@@ -251,15 +256,7 @@ def test_a_line_switched_on_while_another_thread_switches_it_off_leaves_no_estim
     counted hits at the end (80,000 calls showed 81,918). Here the other thread's switch-on
     starts in that gap: it waits until the mark and the estimate are both there, and takes
     both."""
-    monkeypatch.setenv(GATE_VARIABLE, "0")
-    here = str(Path(__file__).parent)
-    built = engine_for(ScopeConfig(root=here, functions=("loop_of",)), backend="settrace")
-    recorder, records = built.recorder, built.records
-    with built.backend:
-        loop_of(200)
-    info = recorder.info_for(loop_of.__code__)
-    assert info is not None
-    body = loop_of.__code__.co_firstlineno + 3
+    recorder, records, info, body = _loop_of_traced(monkeypatch)
     estimate = records.switch_off
     other = threading.Thread(target=recorder.lines.switch_on, args=(info, body))
 

@@ -180,22 +180,15 @@ def _returned_at(dataset: Any, facts: RunFacts, *, iterable: bool) -> tuple[str,
             return None
         file = facts.scope.user_file(code.co_filename)
         if file is not None:
-            function = _function_at(facts, file, code.co_firstlineno)
-            if function is None:
+            source = facts.sources.get(file)  # its def line: after any decorators
+            function = source.statements.get(
+                source.def_line_of.get(code.co_firstlineno, code.co_firstlineno)
+            )
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
                 return None
             nodes = [node for node in _own_nodes(function) if isinstance(node, made_by)]
             return (file, nodes[0].lineno) if len(nodes) == 1 else None
         dataset = getattr(dataset, "dataset", None)
-    return None
-
-
-def _function_at(facts: RunFacts, file: str, first: int) -> ast.AST | None:
-    """The ``def`` whose code starts at ``first`` (its first decorator, if any)."""
-    statements = facts.sources.get(file).statements
-    for line in range(first, first + 32):
-        node = statements.get(line)
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            return node
     return None
 
 
