@@ -14,9 +14,8 @@ CUDA, ShapeLens reports CUDA as available and places every ``cuda`` tensor on to
 ``meta`` device instead (a :class:`~torch.overrides.TorchFunctionMode` rewrites the device
 arguments of every torch call), and shows ``meta`` as ``cuda:0``: in hints, findings and
 error messages. The program's own ``meta`` tensors read ``cuda:0`` too in such a run.
-A device error is raised where a real GPU raises one, and only there: the fake kernels' own
-checks, plus those they skip (:mod:`shapelens.engine.torch_support.device_rules`); it reads
-as the GPU's, a RuntimeError raised by the user's call, without the fake-tensor frames below it.
+A device error is raised where a real GPU raises one, and only there (the fake kernels' checks,
+and those they skip: :mod:`.device_rules`), as the GPU's RuntimeError, from the user's call.
 
 Everything replaced here is put back by :meth:`ShapeOnly.remove`.
 """
@@ -40,6 +39,11 @@ from shapelens.engine.torch_support.after_import import when_imported
 from shapelens.engine.torch_support.device_rules import SAME_DEVICE, DeviceRules
 from shapelens.engine.torch_support.module_conversion import apply_by_replacing
 from shapelens.engine.torch_support.shape_only_ranks import CannotSimulate, ShapeOnlyRanks
+from shapelens.engine.torch_support.torch_errors import (
+    FAKE_DEVICE_ERROR,
+    FAKE_MATMUL_ERROR,
+    op_without_fake_kernel,
+)
 from shapelens.engine.torch_support.value_reads import NOT_SIMULATED, ValueReads, Where
 from shapelens.engine.torch_support.watched_warnings import shown_at_the_caller
 from shapelens.lazy_regex import LazyPattern
@@ -250,7 +254,7 @@ def stop_reason(exc: BaseException, line_text: str | None) -> str | None:
             "the result's shape depends on the tensor's values (nonzero, a boolean mask, "
             "unique, masked_select)"
         )
-    elif (op := torch_compat.op_without_fake_kernel(exc)) is not None:
+    elif (op := op_without_fake_kernel(exc)) is not None:
         return (
             f"`{op}` cannot be simulated: it has no fake kernel (it needs real data). To "
             f'trace past it, skip it in shape-only runs: `if os.environ.get("{ENV_FLAG}") '
@@ -299,13 +303,11 @@ _CUDA = re.compile(r"^cuda(:\d+)?$")
 def as_the_device_says(text: str, *, simulate_cuda: bool) -> str:
     """An error message of a fake kernel as the real device words it: a matrix product's
     shapes as cuBLAS/CPU report them, ``meta`` as ``cuda:0`` when CUDA is simulated."""
-    text = torch_compat.FAKE_MATMUL_ERROR.sub(
+    text = FAKE_MATMUL_ERROR.sub(
         lambda m: "mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})".format(*m.groups()),
         text,
     )
-    text = torch_compat.FAKE_DEVICE_ERROR.sub(
-        lambda m: "{}, {} and {}!".format(SAME_DEVICE, *m.groups()), text
-    )
+    text = FAKE_DEVICE_ERROR.sub(lambda m: "{}, {} and {}!".format(SAME_DEVICE, *m.groups()), text)
     if not simulate_cuda:
         return text
     return text.replace("device type 'meta'", "device type 'cuda'").replace("meta", SIMULATED_CUDA)

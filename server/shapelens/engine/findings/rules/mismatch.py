@@ -26,7 +26,7 @@ from shapelens.engine.findings.context import (
 from shapelens.engine.findings.events import Raised
 from shapelens.engine.recording.code_info import CodeInfo
 from shapelens.engine.source.source_map import declared_in_class, evaluated_on_its_line
-from shapelens.engine.torch_support import torch_compat
+from shapelens.engine.torch_support import torch_errors
 from shapelens.lazy_regex import LazyPattern
 from shapelens.trace.finding import Finding, ModuleFacts, Operand
 
@@ -72,11 +72,11 @@ def mismatch_kind(
         message = str(exc)
     except Exception:
         return None
-    if torch_compat.DEVICE_ERROR.search(message):
+    if torch_errors.DEVICE_ERROR.search(message):
         return "device_mismatch"
-    if torch_compat.SHAPE_ERROR.search(message):
+    if torch_errors.SHAPE_ERROR.search(message):
         return "shape_mismatch"
-    if torch_compat.DTYPE_ERROR.search(message):
+    if torch_errors.DTYPE_ERROR.search(message):
         return "dtype_mismatch"
     return None
 
@@ -218,9 +218,9 @@ def explain_all(
         ]  # fmt: skip
     found = []
     main = None
-    if kind == "dtype_mismatch" and torch_compat.WANTS_BOOL_ERROR.search(error):
+    if kind == "dtype_mismatch" and torch_errors.WANTS_BOOL_ERROR.search(error):
         main = _wrong_kind(operands, origin_of, file, line, error, "bool", _is_integer, declared_at)
-    elif kind == "dtype_mismatch" and torch_compat.WANTS_INTEGER_ERROR.search(error):
+    elif kind == "dtype_mismatch" and torch_errors.WANTS_INTEGER_ERROR.search(error):
         main = _float_indices(operands, origin_of, file, line, error, statement, declared_at)
     if main is None:
         main = explain(kind, operands, origin_of, file, line, error, declared_at=declared_at)
