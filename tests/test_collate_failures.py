@@ -327,3 +327,153 @@ def test_a_stream_s_odd_sample_is_named_by_its_place_in_the_batch(
     ]
     odd = finding["operands"][0]
     assert (odd["line"], odd["born_as"]) == (line_of(path, "yield torch.arange"), "<yield>[0]")
+
+
+LINES = """
+from torch.utils.data import Dataset
+
+
+class Lines(Dataset):
+    \"\"\"A window of each line, one token longer each epoch (a curriculum), and its targets.\"\"\"
+
+    def __init__(self, lines, length):
+        self.lines = lines
+        self.length = length
+
+    def __len__(self):
+        return len(self.lines)
+
+    def __getitem__(self, i):
+        ids = self.lines[i][: self.length + 1]
+        return ids[:-1], ids[1:]
+"""
+
+WORKERS_TRAIN = """
+import argparse
+
+import torch
+from torch.nn import functional as F
+from torch.utils.data import DataLoader
+
+from data import {dataset}
+from model import TinyLM
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--workers", type=int, default=2)
+args = parser.parse_args()
+
+torch.manual_seed(0)
+{make}
+loader = DataLoader(
+    dataset, batch_size=8, shuffle=True, num_workers=args.workers,
+    generator=torch.Generator().manual_seed(1),
+)
+model = TinyLM(50, 16)
+opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+for epoch in range(6):
+    {each_epoch}
+    for ids, targets in loader:
+        loss = F.cross_entropy(model(ids).view(-1, 50), targets.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    print(f"epoch {{epoch}} loss {{loss.item():.3f}}")
+"""
+
+
+def test_a_batch_a_worker_failed_on_is_fetched_again_and_named_by_sample(
+    script,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    """With ``num_workers=2`` the collate fails in a worker process, and this process gets
+    its traceback as text only. Line 37 is three tokens short of the others: in the fourth
+    epoch its window is one token short of the batch's. The batch's indices are kept when
+    sent, so the batch is fetched and collated again here once the run has ended."""
+    data = script(LINES, "data.py")
+    script(TINY_LM, "model.py")
+    make = (
+        "lines = [torch.randint(0, 50, (14,)) for _ in range(40)]\n"
+        "lines[37] = lines[37][:11]\n"
+        "dataset = Lines(lines, length=8)"
+    )
+    train = script(
+        WORKERS_TRAIN.format(dataset="Lines", make=make, each_epoch="dataset.length = 8 + epoch"),
+        "train.py",
+    )
+    plain = subprocess.run(
+        [CHILD_PYTHON or sys.executable, "train.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    run = run_cli("--quiet", "train.py", cwd=tmp_path)
+    assert (run.returncode, run.stdout) == (1, plain.stdout)
+    # The DataLoader's own frames differ from run to run (whether the batch came back before
+    # it was due), under plain python too: the rest of the error is the program's.
+    error = "RuntimeError: Caught RuntimeError in DataLoader worker process"
+    assert error in plain.stderr
+    assert run.stderr.partition(error)[1:] == plain.stderr.partition(error)[1:]
+    assert run.stderr.splitlines()[:3] == plain.stderr.splitlines()[:3]
+    assert run.stdout.count("epoch") == 3
+    finding = _error(run)
+    assert (finding["file"], finding["line"]) == (str(train), line_of(train, "for ids, targets"))
+    assert finding["op"] == "torch.stack in `default_collate`"
+    assert 3 * 5 < finding["hit"] <= 4 * 5  # a batch of the fourth epoch
+    [told] = run.findings("shape_mismatch")
+    # the worker's own error, not the text that carried it to this process
+    assert "failed on hit" in told["message"]
+    assert "stack expects each tensor to be equal size" in told["message"]
+    assert "Caught RuntimeError" not in told["message"]
+    operands = finding["operands"]
+    named = [(o["name"], o["shape"]) for o in operands if o.get("odd")]
+    assert named == [("loader.dataset[37][0]", [10])]
+    assert [o["shape"] for o in operands if not o.get("odd")] == [[11]] * 7
+    assert (operands[0]["file"], operands[0]["line"]) == (
+        str(data),
+        line_of(data, "return ids[:-1]"),
+    )
+
+
+TORCH_CROPS = """
+import torch
+from torch.utils.data import Dataset
+
+
+class TorchCrops(Dataset):
+    \"\"\"Random windows of a token stream, drawn with torch's generator (reseeded in each
+    DataLoader worker).\"\"\"
+
+    def __init__(self, tokens, block, samples):
+        self.tokens = tokens
+        self.block = block
+        self.samples = samples
+
+    def __len__(self):
+        return self.samples
+
+    def __getitem__(self, i):
+        start = int(torch.randint(0, len(self.tokens) - self.block + 1, ()))  # one too late
+        chunk = self.tokens[start : start + self.block + 1]
+        return chunk[:-1], chunk[1:]
+"""
+
+
+def test_a_worker_s_random_batch_is_not_named_by_samples_drawn_here(
+    script,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    """Random crops a third of which run one token short, drawn in each worker from its own
+    seed: fetched again here, the batch's crops are others (and most batches fail here too,
+    on other samples). Its samples are not named: they would not be the worker's."""
+    script(TORCH_CROPS, "data.py")
+    script(TINY_LM, "model.py")
+    make = (
+        "tokens = torch.randint(0, 50, (14,))\ndataset = TorchCrops(tokens, block=12, samples=40)"
+    )
+    script(
+        WORKERS_TRAIN.format(dataset="TorchCrops", make=make, each_epoch="pass"),
+        "train.py",
+    )
+    run = run_cli("--quiet", "train.py", cwd=tmp_path)
+    assert run.returncode == 1
+    assert "Caught RuntimeError in DataLoader worker process" in run.stderr
+    for finding in run.trace["findings"]:
+        assert not any("dataset[" in o.get("name", "") for o in finding.get("operands", []))

@@ -29,6 +29,7 @@ from shapelens.engine.backends.choice import (
 )
 from shapelens.engine.distributed.collectives import CollectiveLog
 from shapelens.engine.distributed.stacks import UserStacks
+from shapelens.engine.findings.collate import WorkerBatches
 from shapelens.engine.findings.context import RunFacts
 from shapelens.engine.findings.dispatch import Dispatcher
 from shapelens.engine.findings.events import CallFailed, RanOutOfMemory
@@ -119,6 +120,8 @@ class Engine:
             # A call that fails on a hit the op watch did not follow is run again on fakes
             # (where fake tensors or the memory watch run already, they would see it).
             self.recorder.replay = Replay(self.recorder.known, self.records.origin_of)
+            # A batch a DataLoader worker failed on is fetched again here, after the program.
+            self.recorder.worker_batches = WorkerBatches()
         if not (keep_compile or fake):  # values to run again with, and no graph to break
             self.facts.origins = OriginSearch(self.recorder.known, self.facts.scan)
         self.recorder.reader.scalars_on_gpu = options.run.scalars_on_gpu  # 0-dim reads sync a GPU
@@ -162,6 +165,8 @@ class Engine:
             self.shape_only.install(self._shape_only_ready)
         elif options.run.memory:  # opt-in: a dispatch mode on every op of a real run
             when_imported("torch", lambda torch: self._watch_memory())
+        if self.recorder.worker_batches is not None:
+            self.recorder.worker_batches.install()
         if "tracing" not in self.off:
             self.backend.start()
         if self.modules is not None:
@@ -207,6 +212,8 @@ class Engine:
         if self.collectives is not None:
             self.collectives.uninstall()
         self.shape_only.remove()
+        if self.recorder.worker_batches is not None:
+            self.recorder.worker_batches.remove()
         if self.config.whole_program:
             self.compile.uninstall()
 

@@ -29,7 +29,7 @@ import sys
 from types import CodeType, FrameType, TracebackType
 from typing import Any
 
-from shapelens.engine.findings.collate import Collated, collated_in, rerun
+from shapelens.engine.findings import collate
 from shapelens.engine.findings.context import RunFacts
 from shapelens.engine.findings.dispatch import Dispatcher
 from shapelens.engine.findings.events import (
@@ -60,6 +60,7 @@ from shapelens.trace.finding import Finding, finding_to_json, with_hit
 __all__ = ["NO_STATEMENT", "CodeInfo", "StatementRecorder"]
 
 _MISSING = object()
+_CollateLater = tuple[tuple[int, type], FrameType, CodeInfo, int, collate.FailedBatch]
 
 
 class StatementRecorder:
@@ -105,6 +106,7 @@ class StatementRecorder:
         self.replay: Replay | None = None
         """Replays of failing statements (the engine's choice: where fake tensors, the memory
         watch and compiled regions do not run)."""
+        self.worker_batches: collate.WorkerBatches | None = None  # the engine's, with replays
         if dispatch.wants(NonfiniteRead):
             self.reader.check_value = self._value_read
         self._last_exception: tuple[int, type] | None = None
@@ -112,10 +114,9 @@ class StatementRecorder:
         self._replay_later: tuple[tuple[int, type], FrameType, CodeInfo, int, bool] | None = None
         """The latest failure replayed (or seen, the bool) while the program ran: from its
         callers if the run ends with it (the frames live on in the traceback)."""
-        self._collate_later: tuple[tuple[int, type], FrameType, CodeInfo, int, Collated] | None
-        self._collate_later = None
-        """The latest batch a DataLoader's collate failed on, unseen by the op watch: its
-        collate runs again if the run ends with that error (:mod:`~..findings.collate`)."""
+        self._collate_later: _CollateLater | None = None
+        """The latest batch a DataLoader's collate failed on (here or in a worker), unseen by the
+        op watch: collated again if the run ends with that error (:mod:`~..findings.collate`)."""
         self._warnings = WarningListener(self._on_warning)
         self._op_statements: dict[int, tuple[CodeInfo, int, dict[str, int]]] = {}
         """Frames whose statement the op watch follows: (code, statement, ops seen per op)."""
@@ -236,7 +237,7 @@ class StatementRecorder:
         line = info.statement_of.get(frame.f_lineno, frame.f_lineno)
         found: list[Finding] = []
         # A batch the user's loop asked for, refused by the DataLoader's collate function.
-        collated = collated_in(exc, tb)
+        collated = collate.collated_in(exc, tb)
         if failed is not None:  # the call itself was seen: explained by what it was passed
             seen = CallFailed(exc=exc, failed=failed, info=info, line=line, collated=collated)
             found = self.dispatch.emit(seen)
@@ -244,9 +245,9 @@ class StatementRecorder:
                 # Seen on a hit checked for its own sake, where the statements that made its
                 # operands were not: a replay from the caller may see the way back.
                 self._replay_later = (key, frame, info, line, True)
-        elif collated is not None:
+        elif (batch := collate.failed_batch(collated, self.worker_batches, exc, tb)) is not None:
             if self.replay is not None:  # where a replay may run, after the program
-                self._collate_later = (key, frame, info, line, collated)
+                self._collate_later = (key, frame, info, line, batch)
         elif self.replay is not None and names_tensors(info, line, frame):
             found = self._replayed(frame, info, line, exc)
             self._replay_later = (key, frame, info, line, False)
@@ -300,15 +301,16 @@ class StatementRecorder:
     def conclude(self, exc: BaseException | None) -> None:
         """The run ended with ``exc``: report the mismatch finding it caused, if any."""
         later, self._replay_later = self._replay_later, None
-        collate, self._collate_later = self._collate_later, None
+        batch_later, self._collate_later = self._collate_later, None
         ended = None if exc is None else (id(exc), type(exc))
         found = [f for key, f in self._pending_errors if key == ended]
         self._pending_errors = []
-        if exc is not None and collate is not None and collate[0] == ended:
-            _, frame, info, line, collated = collate
-            failed = rerun(collated, exc, frame)
-            if failed is not None:
-                seen = CallFailed(exc=exc, failed=failed, info=info, line=line, collated=collated)
+        if exc is not None and batch_later is not None and batch_later[0] == ended:
+            _, frame, info, line, batch = batch_later
+            again = collate.collated_again(batch, exc, frame)
+            if again is not None:  # a worker's batch: the error explained is the worker's
+                failed, collated, error = again
+                seen = CallFailed(exc=error, failed=failed, info=info, line=line, collated=collated)
                 found = [self._at_hit(self.dispatch.emit(seen), info, line), *found]
         if exc is not None and later is not None and later[0] == ended:  # the whole way back
             _, frame, info, line, seen_directly = later

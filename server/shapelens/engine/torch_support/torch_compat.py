@@ -285,6 +285,80 @@ def data_loader_fetch(tb: TracebackType | None) -> tuple[Any, Any, Any, Any] | N
     return None
 
 
+# -- DataLoader workers (torch.utils.data.dataloader: the same names in 2.4 to 2.14) -------
+def remember_worker_batches(
+    dataloader: Any, remember: Callable[[Any, int, Any], None]
+) -> Callable[[], None]:
+    """``remember(iterator, send index, dataset indices)`` for each batch a multi-process
+    DataLoader iterator takes from its sampler for a worker (``_next_index``; ``_send_idx``
+    numbers the batch it sends next). Returns what puts the class back as it was."""
+    iterator_type = dataloader._MultiProcessingDataLoaderIter
+    base = dataloader._BaseDataLoaderIter
+    own = iterator_type.__dict__.get("_next_index")
+
+    def _next_index(self: Any) -> Any:
+        index = base._next_index(self) if own is None else own(self)
+        try:  # noqa: SIM105 - never an error of ours in the program's loop
+            remember(self, self._send_idx, index)
+        except Exception:
+            pass
+        return index
+
+    iterator_type._next_index = _next_index
+
+    def restore() -> None:
+        if iterator_type.__dict__.get("_next_index") is not _next_index:
+            return  # replaced after us: theirs stays
+        if own is None:
+            del iterator_type._next_index
+        else:
+            iterator_type._next_index = own
+
+    return restore
+
+
+def worker_failure(tb: TracebackType | None) -> tuple[Any, int, Any] | None:
+    """(the multi-process DataLoader iterator, the send index of the batch, the worker's
+    ``ExceptionWrapper``) of an error a worker sent back for a map-style dataset, raised
+    again in this process: the frame of ``_process_data`` (every 2.x), called once the batch
+    was counted as received (``_rcvd_idx``; batches come in order unless ``in_order`` is
+    off, 2.6 and newer)."""
+    dataloader = sys.modules.get("torch.utils.data.dataloader")
+    if dataloader is None:
+        return None
+    iterator_type = dataloader._MultiProcessingDataLoaderIter
+    code = iterator_type._process_data.__code__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code is code:
+            local = frame.f_locals
+            iterator, wrapper = local.get("self"), local.get("data")
+            if not isinstance(iterator, iterator_type) or not hasattr(wrapper, "exc_msg"):
+                return None
+            if not getattr(iterator, "_in_order", True):
+                return None
+            if iterator._dataset_kind != dataloader._DatasetKind.Map:
+                return None  # each worker iterates its own copy: no indices to fetch again
+            return iterator, iterator._rcvd_idx - 1, wrapper
+        tb = tb.tb_next
+    return None
+
+
+def fetch_in_this_process(iterator: Any, index: Any) -> Any:
+    """The batch of dataset ``index``, fetched and collated here as ``iterator``'s workers
+    fetch it (``_DatasetKind.create_fetcher``, every 2.x): raises as they raised, for the
+    same samples."""
+    dataloader = sys.modules["torch.utils.data.dataloader"]
+    fetcher = dataloader._DatasetKind.create_fetcher(
+        iterator._dataset_kind,
+        iterator._dataset,
+        iterator._auto_collation,
+        iterator._collate_fn,
+        iterator._drop_last,
+    )
+    return fetcher.fetch(index)
+
+
 # -- dynamo --------------------------------------------------------------------------------
 def skip_in_dynamo(torch: Any, codes: Iterable[CodeType]) -> bool:
     """Mark ``codes`` "skip, and skip what they call" for dynamo's frame hook: a C flag per

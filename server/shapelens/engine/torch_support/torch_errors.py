@@ -47,6 +47,14 @@ FAKE_MATMUL_ERROR = LazyPattern(
 )
 """A matrix product's shape error as a fake (meta) kernel words it, every 2.x; the real
 device says "mat1 and mat2 shapes cannot be multiplied"."""
+WORKER_BATCH_RESIZE_ERROR = LazyPattern(
+    r"^RuntimeError: Trying to resize storage that is not resizable"
+)
+"""How ``default_collate`` fails in a DataLoader worker on a sample smaller than the batch's
+first (every 2.x): there it stacks into shared memory sized by the samples' total, and the
+resize fails first; in the main process ``torch.stack`` says "expects each tensor to be
+equal size"."""
+STACK_SIZES_ERROR = LazyPattern(r"^stack expects each tensor to be equal size")
 _NO_FAKE_KERNEL = LazyPattern(
     # the dispatcher, every 2.x ("... 'SparseMeta' backend. ... [CPU, CUDA, ...]" and a dump
     # of every kernel registered: thousands of lines)
