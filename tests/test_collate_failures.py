@@ -477,3 +477,66 @@ def test_a_worker_s_random_batch_is_not_named_by_samples_drawn_here(
     assert "Caught RuntimeError in DataLoader worker process" in run.stderr
     for finding in run.trace["findings"]:
         assert not any("dataset[" in o.get("name", "") for o in finding.get("operands", []))
+
+
+def test_a_sample_sized_where_it_was_bound_is_born_on_that_line(
+    script,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    """makemore's dataset without its padding: ``x`` is sized by its word where it is bound,
+    filled in place, and returned as ``return x, y``. The fifth batch holds a shorter word,
+    fetched in a worker (no line of ``__getitem__`` ran traced): the odd sample was made
+    where ``x`` was bound (where its size went wrong), not on the return line."""
+    data = script(
+        """
+        import torch
+        from torch.utils.data import Dataset
+
+
+        class Words(Dataset):
+            def __init__(self, words):
+                self.words = words
+                self.stoi = {c: i + 1 for i, c in enumerate(sorted(set("".join(words))))}
+
+            def __len__(self):
+                return len(self.words)
+
+            def __getitem__(self, idx):
+                word = self.words[idx]
+                ix = torch.tensor([self.stoi[c] for c in word], dtype=torch.long)
+                x = torch.zeros(len(word) + 1, dtype=torch.long)
+                y = torch.zeros(len(word) + 1, dtype=torch.long)
+                x[1:] = ix
+                y[:-1] = ix
+                return x, y
+        """,
+        "data.py",
+    )
+    train = script(
+        """
+        import torch
+        from torch.utils.data import DataLoader
+
+        from data import Words
+
+        words = ["emma", "liam", "noah", "mila"] * 9 + ["lucy", "ava", "owen", "zoey"]
+        loader = DataLoader(Words(words), batch_size=8, num_workers=2)
+        embed = torch.nn.Embedding(30, 8)
+        for epoch in range(3):
+            for x, y in loader:
+                loss = embed(x).sum()
+        """,
+        "train.py",
+    )
+    run = run_cli("--quiet", "train.py", cwd=tmp_path)
+    assert run.returncode == 1
+    finding = _error(run)
+    assert (finding["file"], finding["line"]) == (str(train), line_of(train, "for x, y in"))
+    assert finding["hit"] == 5
+    odd = [o for o in finding["operands"] if o.get("odd")]
+    assert [(o["name"], o["shape"]) for o in odd] == [("loader.dataset[37][0]", [4])]
+    assert (odd[0]["file"], odd[0]["line"], odd[0]["born_as"]) == (
+        str(data),
+        line_of(data, "x = torch.zeros"),
+        "x",
+    )

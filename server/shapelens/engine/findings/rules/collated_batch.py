@@ -7,6 +7,7 @@ made when nothing watched it being made (the dataset's ``__getitem__`` that retu
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from collections import Counter
 from collections.abc import Mapping
@@ -28,6 +29,8 @@ _MAX_DEPTH = 4
 _MAX_NODES = 256
 """A sample's containers and leaves looked at, how deep and how many."""
 
+_PATH_KEY = re.compile(r"\[([^\]]+)\]")
+"""One step of a sample's path (``[0]``, ``['input_ids']``): what is inside the brackets."""
 Born = tuple[str, int, str]
 """(file, line, what it was there): where a sample's tensor was made."""
 
@@ -66,7 +69,12 @@ class CollatedBatch:
                     f"{base}[{sample}]{path}" if sample is not None else f"batch[{position}]{path}"
                 )
                 if returned is not None:
-                    self.born[id(value)] = (returned[0], returned[1], f"{made_as}{path}")
+                    file, node, function = returned
+                    self.born[id(value)] = _bound_at(file, node, function, path) or (
+                        file,
+                        node.lineno,
+                        f"{made_as}{path}",
+                    )
             if isinstance(value, torch.Tensor):
                 shape, dtype, device = tuple(value.shape), value.dtype, value.device
             else:
@@ -169,7 +177,11 @@ def _dataset_text(statement: ast.AST | None, resolve: Any, dataset: Any) -> str:
     return "dataset"
 
 
-def _returned_at(dataset: Any, facts: RunFacts, *, iterable: bool) -> tuple[str, int] | None:
+Returned = tuple[str, ast.Return | ast.Yield, ast.FunctionDef | ast.AsyncFunctionDef]
+"""(file, the one return or yield, the function): where a dataset's samples are made."""
+
+
+def _returned_at(dataset: Any, facts: RunFacts, *, iterable: bool) -> Returned | None:
     """The one ``return`` of the user's ``__getitem__`` that made the samples (through
     wrappers such as ``Subset``), or the one ``yield`` of an iterable dataset's
     ``__iter__``, if it has just one."""
@@ -187,8 +199,47 @@ def _returned_at(dataset: Any, facts: RunFacts, *, iterable: bool) -> tuple[str,
             if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
                 return None
             nodes = [node for node in _own_nodes(function) if isinstance(node, made_by)]
-            return (file, nodes[0].lineno) if len(nodes) == 1 else None
+            return (file, nodes[0], function) if len(nodes) == 1 else None
         dataset = getattr(dataset, "dataset", None)
+    return None
+
+
+def _bound_at(file: str, made: ast.Return | ast.Yield, function: ast.AST, path: str) -> Born | None:
+    """Where the tensor at ``path`` of what ``made`` returns was made, when the return names
+    it (``return x, y``, ``return {"input_ids": ids}``) and the function binds that name on
+    one line only: ``x = torch.zeros(len(word) + 1)``, where its size was set (an item
+    assigned into it later changes no shape). None where it is made on the return line
+    itself (``return chunk[:-1], chunk[1:]``), or bound on several lines or as a parameter."""
+    node: ast.AST | None = made.value
+    for key in _PATH_KEY.findall(path):
+        node = _element(node, ast.literal_eval(key))
+    if not isinstance(node, ast.Name):
+        return None
+    arguments = getattr(function, "args", None)
+    if arguments is not None and node.id in {
+        a.arg for a in ast.walk(arguments) if isinstance(a, ast.arg)
+    }:
+        return None
+    lines = {
+        target.lineno
+        for target in _own_nodes(function)
+        if isinstance(target, ast.Name)
+        and target.id == node.id
+        and isinstance(target.ctx, ast.Store)
+    }
+    if len(lines) != 1:
+        return None
+    return file, lines.pop(), node.id
+
+
+def _element(node: ast.AST | None, key: Any) -> ast.AST | None:
+    """The part of a tuple, list or dict display that ``[key]`` takes."""
+    if isinstance(node, ast.Tuple | ast.List) and isinstance(key, int):
+        return node.elts[key] if -len(node.elts) <= key < len(node.elts) else None
+    if isinstance(node, ast.Dict):
+        for name, value in zip(node.keys, node.values, strict=True):
+            if isinstance(name, ast.Constant) and name.value == key:
+                return value
     return None
 
 
