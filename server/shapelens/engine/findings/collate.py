@@ -152,8 +152,8 @@ class WorkerBatches:
 
     def failed_in(self, exc: BaseException, tb: TracebackType | None) -> SentToWorker | None:
         """The batch a worker's error that ``exc`` raises again here was about, if kept."""
-        if not isinstance(exc, Exception):
-            return None
+        if not isinstance(exc, Exception) or isinstance(exc, StopIteration):
+            return None  # an interrupt, or the loop's end
         try:
             found = torch_compat.worker_failure(tb or exc.__traceback__)
         except Exception:
