@@ -3,13 +3,15 @@ each tensor as it was passed (its text at the call), and the lines that made it 
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from lsprotocol import types
 
-from conftest import LspSession, line_of, need, run_cli
+from conftest import CHILD_PYTHON, LspSession, line_of, need, run_cli
 
 need("torch")
 
@@ -450,6 +452,34 @@ def test_a_caught_error_s_traceback_is_the_programs_own(script, tmp_path: Path) 
     assert run.returncode == 0, run.stderr
     frames = [line for line in run.stderr.splitlines() if line.strip().startswith("File ")]
     assert len(frames) == 1 and "main.py" in frames[0], run.stderr
+
+
+def test_a_python_torch_function_s_error_prints_as_under_python(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """``F.cross_entropy`` hands a watched call to the mode from a frame of its own
+    (``return handle_torch_function(...)``) and runs again under it: the traceback shows it
+    once, where it ran, as plain python does (caught and printed, and as the run's end)."""
+    script(
+        """
+        import traceback
+        import torch
+        import torch.nn.functional as F
+
+        logits = torch.randn(8, 5)
+        targets = torch.randint(0, 5, (8, 1))
+        try:
+            F.cross_entropy(logits, targets)
+        except RuntimeError:
+            traceback.print_exc()
+        loss = F.cross_entropy(logits, targets)
+        """
+    )
+    plain = subprocess.run(
+        [CHILD_PYTHON or sys.executable, "main.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    run = run_cli("--quiet", "main.py", cwd=tmp_path)
+    assert (run.returncode, run.stdout, run.stderr) == (1, plain.stdout, plain.stderr)
+    assert plain.stderr.count("in cross_entropy") == 2
 
 
 def test_each_step_names_the_op_that_made_it(script, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -43,6 +43,7 @@ from shapelens.engine.findings.forward_frames import (
     is_torch_module,
     module_of,
 )
+from shapelens.engine.findings.mode_frames import skip_the_mode
 from shapelens.engine.findings.op_names import op_label
 from shapelens.engine.recording.scope import INLINE_CODE_NAMES
 from shapelens.engine.source.elementwise import OPERATOR_NAMES
@@ -305,7 +306,7 @@ class OpWatch:
             return None
         self._failed = None
         with contextlib.suppress(Exception):  # the user frame's entry leads the traceback
-            _skip_the_mode(tb or exc.__traceback__, self._hidden_files())
+            skip_the_mode(tb or exc.__traceback__, self._hidden_files())
         return failed
 
     def take_failed(self) -> FailedCall | None:
@@ -443,19 +444,6 @@ class OpWatch:
             func=func, args=args, kwargs=kwargs, exc=exc, frame=frame, modules=tuple(modules),
             verdict=verdict, inline=tuple(f for f in inline if f.f_code.co_filename == file),
         )  # fmt: skip
-
-
-def _skip_the_mode(tb: TracebackType | None, hidden: tuple[str, ...]) -> None:
-    """Unlink the mode's frames (and torch's code that hands a call to it) from the
-    traceback, as it would be without the mode: a notebook shows every frame. In place:
-    on 3.11 the interpreter puts back the traceback object it had after a trace event."""
-    kept = tb
-    while kept is not None:
-        following = kept.tb_next
-        while following is not None and following.tb_frame.f_code.co_filename in hidden:
-            following = following.tb_next
-        kept.tb_next = following
-        kept = following
 
 
 def _tensors(tensor: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
