@@ -20,7 +20,7 @@ UV=${UV:-.tools/uv/bin/uv}  # the Makefile's uv (pip when it is missing)
 PYENV_ROOT=${PYENV_ROOT:-$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")}
 BUDGET=${COMPAT_BUDGET_S:-300}
 VENVS=${COMPAT_VENVS:-.venv-compat}  # another checkout's, to share its venvs
-ALL="tests/test_corpus.py tests/test_shape_only.py tests/test_shape_only_limits.py tests/test_shape_only_values.py tests/test_module_tree.py tests/test_failed_calls.py tests/test_collate_failures.py"
+ALL="tests/test_corpus.py tests/test_shape_only.py tests/test_shape_only_limits.py tests/test_shape_only_values.py tests/test_module_tree.py tests/test_failed_calls.py tests/test_collate_failures.py tests/test_in_place_backward.py"
 # name, interpreter version, pins, test files, what they leave out (84 s in all on this 2-core
 # machine, busy). torch 2.4 on 3.11 leaves out the corpus (on torch 2.4 under 3.10, and on
 # 3.11 with the main suite's torch). The clean corpus run shape-only to its end (~80 s of

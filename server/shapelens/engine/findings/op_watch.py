@@ -351,6 +351,8 @@ class OpWatch:
             tensor = self._tensor
             # Most calls return one tensor: no scan of a one-item tuple.
             results = [result] if isinstance(result, tensor) else _tensors(tensor, (result,), {})
+            if not results and args and getattr(func, "__name__", "") == "__setitem__":
+                results = [args[0]]  # `x[:, 0] = 0`: changed in place, returns nothing
             if results:
                 inputs = _tensors(tensor, args, kwargs)
                 label = type(module).__name__ if module is not None else self._label(func)

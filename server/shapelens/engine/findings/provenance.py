@@ -34,6 +34,7 @@ class Made:
     from no recorded tensor)."""
 
     __slots__ = (
+        "changed",
         "depth",
         "expression",
         "file",
@@ -70,10 +71,14 @@ class Made:
         self.source_ref = source_ref
         """The data input itself, while it lives (where it was born, when no call made it)."""
         self.depth: int = 0 if source is None else source.depth + 1
+        self.changed: Changed_ | None = None
+        """Where a watched call first changed it in place (``h += 0.1``)."""
 
 
 Meta = tuple[tuple[int, ...] | None, str | None, str | None]
 """(shape, dtype, device)"""
+Changed_ = tuple[str, int, str | None, str]
+"""(file, line, statement text, op): where a result was changed in place"""
 Changed = Callable[["Meta | None", Meta], bool]
 """(the data input's metadata or None, the result's) → whether the step is in the chain"""
 BornAt = Callable[[Any], "tuple[str, int, str | None] | None"]
@@ -98,8 +103,11 @@ class Provenance:
         result: Any,
     ) -> None:
         """``result`` was made on ``file``:``line`` by ``op`` of ``inputs`` (tensors)."""
-        if any(result is tensor for tensor in inputs):
-            return  # in place: the tensor keeps where it came from
+        if any(result is tensor for tensor in inputs):  # in place: it keeps where it was made
+            known = self.made(result)
+            if known is not None and known.changed is None:
+                known.changed = (file, line, expression, op)
+            return
         try:
             ref = weakref.ref(result)
         except TypeError:
@@ -126,6 +134,10 @@ class Provenance:
         """Where ``value`` (this very object) was made, if a watched call made it."""
         found = self._made.get(id(value))
         return found if found is not None and found.ref() is value else None
+
+    def changed_in_place(self, shape: tuple[int, ...]) -> list[Made]:
+        """The results of that shape that a watched call changed in place, oldest first."""
+        return [m for m in self._made.values() if m.changed is not None and m.meta[0] == shape]
 
     def chain(
         self, value: Any, subject: str, changed: Changed, born_at: BornAt, *, of_shape: bool

@@ -55,6 +55,12 @@ first (every 2.x): there it stacks into shared memory sized by the samples' tota
 resize fails first; in the main process ``torch.stack`` says "expects each tensor to be
 equal size"."""
 STACK_SIZES_ERROR = LazyPattern(r"^stack expects each tensor to be equal size")
+SAVED_TENSOR_CHANGED_ERROR = LazyPattern(
+    r"modified by an inplace operation: \[[\w.]+ \[(?P<shape>[\d, ]*)\]\], which is output "
+    r"\d+ of (?P<node>\w+), is at version"
+)
+"""A backward that needs a tensor an in-place op changed after the op that made it (the
+message's ``node``: ``Sigmoid`` in 2.13 and 2.14, ``SigmoidBackward0`` in 2.4) saved it."""
 _NO_FAKE_KERNEL = LazyPattern(
     # the dispatcher, every 2.x ("... 'SparseMeta' backend. ... [CPU, CUDA, ...]" and a dump
     # of every kernel registered: thousands of lines)
