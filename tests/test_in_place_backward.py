@@ -107,3 +107,62 @@ def test_a_change_made_out_of_place_trains_clean(
     assert run.returncode == 0, run.stderr
     assert run.stdout.count("epoch") == 2
     assert run.trace["findings"] == []
+
+
+GAN = """
+import argparse
+
+import torch
+from torch import nn
+
+
+def train(steps):
+    torch.manual_seed(0)
+    gen = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    disc = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 1))
+    opt_g = torch.optim.Adam(gen.parameters(), lr=1e-3)
+    opt_d = torch.optim.Adam(disc.parameters(), lr=1e-3)
+    bce = nn.BCEWithLogitsLoss()
+    real = torch.randn(32, 4)
+    for step in range(steps):
+        fake = gen(torch.randn(32, 8))
+        d_loss = bce(disc(real), torch.ones(32, 1)) + bce(disc(fake), torch.zeros(32, 1))
+        g_loss = bce(disc(fake), torch.ones(32, 1))
+        opt_d.zero_grad()
+        d_loss.backward(retain_graph=True)
+        opt_d.step()
+        opt_g.zero_grad()
+        g_loss.backward()
+        opt_g.step()
+        print(step, round(g_loss.item(), 3))
+
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--steps", type=int, default=3)
+train(parser.parse_args().steps)
+"""
+
+
+def test_a_weight_an_optimizer_stepped_before_the_backward_is_named_with_the_step(
+    script,  # type: ignore[no-untyped-def]
+    tmp_path: Path,
+) -> None:
+    """A GAN's classic: the generator's loss is made before the discriminator's step and run
+    backward after it, which changed the discriminator's weights in place. torch names a
+    (16, 1) view "output 0 of AsStrided": the finding names the weight, `disc.2.weight`, and
+    the `opt_d.step()` line that changed it."""
+    main = script(GAN, "gan.py")
+    plain = subprocess.run(
+        [CHILD_PYTHON or sys.executable, "gan.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    run = run_cli("--quiet", "gan.py", cwd=tmp_path)
+    assert (run.returncode, run.stdout, run.stderr) == (1, plain.stdout, plain.stderr)
+    [finding] = [f for f in run.trace["findings"] if f["severity"] == "error"]
+    assert (finding["kind"], finding["line"]) == ("op_error", line_of(main, "g_loss.backward()"))
+    [operand] = finding["operands"]
+    assert (operand["name"], operand["shape"]) == ("disc.2.weight", [1, 16])
+    [step] = finding["chain"]
+    assert step["line"] == line_of(main, "opt_d.step()")
+    assert step["note"].startswith("changed in place by `opt_d.step()`")
+    assert "run the backward before `opt_d.step()`" in finding["advice"]

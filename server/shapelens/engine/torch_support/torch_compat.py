@@ -359,6 +359,12 @@ def fetch_in_this_process(iterator: Any, index: Any) -> Any:
     return fetcher.fetch(index)
 
 
+# -- autograd graphs (every 2.x) -------------------------------------------------------------
+def version_of(tensor: Any) -> int:
+    """How many times ``tensor`` was changed in place (autograd's version counter)."""
+    return int(tensor._version)
+
+
 # -- dynamo --------------------------------------------------------------------------------
 def skip_in_dynamo(torch: Any, codes: Iterable[CodeType]) -> bool:
     """Mark ``codes`` "skip, and skip what they call" for dynamo's frame hook: a C flag per

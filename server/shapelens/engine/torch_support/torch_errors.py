@@ -56,11 +56,12 @@ resize fails first; in the main process ``torch.stack`` says "expects each tenso
 equal size"."""
 STACK_SIZES_ERROR = LazyPattern(r"^stack expects each tensor to be equal size")
 SAVED_TENSOR_CHANGED_ERROR = LazyPattern(
-    r"modified by an inplace operation: \[[\w.]+ \[(?P<shape>[\d, ]*)\]\], which is output "
-    r"\d+ of (?P<node>\w+), is at version"
+    r"modified by an inplace operation: \[[\w.]+ \[(?P<shape>[\d, ]*)\]\]"
+    r"(, which is output \d+ of (?P<node>\w+),)? is at version (?P<version>\d+)"
 )
 """A backward that needs a tensor an in-place op changed after the op that made it (the
-message's ``node``: ``Sigmoid`` in 2.13 and 2.14, ``SigmoidBackward0`` in 2.4) saved it."""
+message's ``node``: ``Sigmoid`` in 2.13 and 2.14, ``SigmoidBackward0`` in 2.4) saved it; a
+weight's view (``AsStrided``, ``T``) or a leaf (no node) changed by an optimizer's step."""
 _NO_FAKE_KERNEL = LazyPattern(
     # the dispatcher, every 2.x ("... 'SparseMeta' backend. ... [CPU, CUDA, ...]" and a dump
     # of every kernel registered: thousands of lines)
