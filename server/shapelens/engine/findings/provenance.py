@@ -3,7 +3,8 @@
 The op watch sees every torch call a watched statement makes (its checked hits), with
 operands and result. Each result is remembered here with its line, the op, its metadata and
 the record of the data input it was made from (a weak reference to that input too, to find
-where it was bound when no watched call made it): metadata only, never the data, at most
+where it was bound when no watched call made it), and where a watched call first changed it
+in place (the tensor a backward needed as it was): metadata only, never the data, at most
 :data:`CAPACITY` results by identity (the oldest forgotten first). When a call fails,
 :meth:`Provenance.chain` follows the failing operand back through the lines that changed
 what failed, earliest first: the ``.squeeze()`` that dropped the batch dim of a batch of
@@ -71,13 +72,13 @@ class Made:
         self.source_ref = source_ref
         """The data input itself, while it lives (where it was born, when no call made it)."""
         self.depth: int = 0 if source is None else source.depth + 1
-        self.changed: Changed_ | None = None
+        self.changed: InPlace | None = None
         """Where a watched call first changed it in place (``h += 0.1``)."""
 
 
 Meta = tuple[tuple[int, ...] | None, str | None, str | None]
 """(shape, dtype, device)"""
-Changed_ = tuple[str, int, str | None, str]
+InPlace = tuple[str, int, str | None, str]
 """(file, line, statement text, op): where a result was changed in place"""
 Changed = Callable[["Meta | None", Meta], bool]
 """(the data input's metadata or None, the result's) → whether the step is in the chain"""
