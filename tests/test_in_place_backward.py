@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -62,6 +63,18 @@ for epoch in range(args.epochs):
 """
 
 
+def _the_error_as_under_python(name: str, cwd: Path) -> dict[str, Any]:
+    """Run ``name`` under python and traced: the same output and exit 1; the one error."""
+    plain = subprocess.run(
+        [CHILD_PYTHON or sys.executable, name],
+        cwd=cwd, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    run = run_cli("--quiet", name, cwd=cwd)
+    assert (run.returncode, run.stdout, run.stderr) == (1, plain.stdout, plain.stderr)
+    [finding] = [f for f in run.trace["findings"] if f["severity"] == "error"]
+    return finding  # type: ignore[no-any-return]
+
+
 @pytest.mark.parametrize(
     ("change", "op"),
     [("g += 0.1", "Tensor.add_"), ("g[:, 0] = 0.0", "Tensor.__setitem__")],
@@ -74,13 +87,7 @@ def test_a_saved_output_changed_in_place_is_named_with_the_line_that_changed_it(
 ) -> None:
     model = script(MODEL.replace("{change}", change), "model.py")
     train = script(TRAIN, "train.py")
-    plain = subprocess.run(
-        [CHILD_PYTHON or sys.executable, "train.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    run = run_cli("--quiet", "train.py", cwd=tmp_path)
-    assert (run.returncode, run.stdout, run.stderr) == (1, plain.stdout, plain.stderr)
-    [finding] = [f for f in run.trace["findings"] if f["severity"] == "error"]
+    finding = _the_error_as_under_python("train.py", tmp_path)
     assert (finding["kind"], finding["line"]) == ("op_error", line_of(train, "loss.backward()"))
     assert finding["op"] == "Tensor.backward"
     [operand] = finding["operands"]
@@ -152,13 +159,7 @@ def test_a_weight_an_optimizer_stepped_before_the_backward_is_named_with_the_ste
     (16, 1) view "output 0 of AsStrided": the finding names the weight, `disc.2.weight`, and
     the `opt_d.step()` line that changed it."""
     main = script(GAN, "gan.py")
-    plain = subprocess.run(
-        [CHILD_PYTHON or sys.executable, "gan.py"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    run = run_cli("--quiet", "gan.py", cwd=tmp_path)
-    assert (run.returncode, run.stdout, run.stderr) == (1, plain.stdout, plain.stderr)
-    [finding] = [f for f in run.trace["findings"] if f["severity"] == "error"]
+    finding = _the_error_as_under_python("gan.py", tmp_path)
     assert (finding["kind"], finding["line"]) == ("op_error", line_of(main, "g_loss.backward()"))
     [operand] = finding["operands"]
     assert (operand["name"], operand["shape"]) == ("disc.2.weight", [1, 16])

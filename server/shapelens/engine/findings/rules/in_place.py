@@ -29,6 +29,7 @@ from shapelens.engine.findings.context import RunFacts, load_paths, resolver
 from shapelens.engine.findings.events import CallFailed, Raised
 from shapelens.engine.findings.op_names import op_label
 from shapelens.engine.findings.provenance import Made
+from shapelens.engine.recording import values
 from shapelens.engine.torch_support import torch_compat, torch_errors
 from shapelens.trace.finding import CauseStep, Finding, Operand
 
@@ -139,8 +140,8 @@ class ExplainInPlace:
         if step_line is None:
             return None
         operand = Operand(
-            name=name, shape=tuple(weight.shape), dtype=str(weight.dtype).removeprefix("torch."),
-            device=str(weight.device), requires_grad=True, odd=True,
+            name=name, shape=tuple(weight.shape), dtype=values.dtype_name(weight.dtype),
+            device=values.device_name(weight.device), requires_grad=True, odd=True,
         )  # fmt: skip
         expression = seen.info.source.statement_text(step_line) or None
         step = CauseStep(
