@@ -180,6 +180,9 @@ bench: install
 	for python in $(VENV)/bin/python .venv312/bin/python .venv313/bin/python; do \
 	  if [ -x $$python ]; then $$python bench/step_costs.py --out bench/results/latest.md || exit 1; fi; \
 	done
+	for python in .venv312/bin/python .venv313/bin/python; do \
+	  if [ -x $$python ]; then $$python bench/callback_costs.py --out bench/results/latest.md || exit 1; fi; \
+	done
 	$(PY) bench/notebook.py $$(for python in $(VENV)/bin/python .venv312/bin/python .venv313/bin/python; do \
 	  if [ -x $$python ]; then printf -- '--python %s ' $$python; fi; done) --out bench/results/latest.md
 	$(PY) bench/distributed.py --out bench/results/latest.md

@@ -72,6 +72,24 @@ def _training() -> tuple[Any, ...]:
     return model, x, y, torch.optim.SGD(model.parameters(), lr=0.01), torch.nn.MSELoss()
 
 
+def warmed_training(folder: str) -> tuple[Any, ...]:
+    """``(train, model, x, y, optimizer, loss_fn)``: the loop as user code (a file in
+    ``folder``, the scope's root), after a warm-up on a copy of its code outside the folder
+    (torch's lazy imports and caches), so the measured code is new to the tracer, as in a
+    run."""
+    script = Path(folder) / "training.py"
+    script.write_text(TRAINING)
+    namespace: dict[str, Any] = {}
+    exec(compile(TRAINING, str(script), "exec"), namespace)
+    train = namespace["train"]
+    model, x, y, optimizer, loss_fn = _training()
+    warm_code = train.__code__.replace(co_filename=os.path.join(tempfile.gettempdir(), "w.py"))
+    warm = type(train)(warm_code, namespace)
+    for _ in range(2):
+        warm(model, x, y, optimizer, loss_fn, STEPS, [])
+    return train, model, x, y, optimizer, loss_fn
+
+
 def one_run(variant: str) -> list[float]:
     """In this process: the loop once under ``variant``; each step's wall seconds."""
     from noop_tracer import install_noop_tracer
@@ -81,18 +99,7 @@ def one_run(variant: str) -> list[float]:
     from shapelens.engine.switches import OFF_VARIABLE
 
     folder = tempfile.mkdtemp(prefix="shapelens-steps-")
-    script = Path(folder) / "training.py"
-    script.write_text(TRAINING)  # user code: a file under the scope's root
-    namespace: dict[str, Any] = {}
-    exec(compile(TRAINING, str(script), "exec"), namespace)
-    train = namespace["train"]
-    model, x, y, optimizer, loss_fn = _training()
-    # Warm-up on a copy of the code outside the folder: torch's lazy imports and caches,
-    # while the measured code stays new to the tracer, as in a run.
-    warm_code = train.__code__.replace(co_filename=os.path.join(tempfile.gettempdir(), "w.py"))
-    warm = type(train)(warm_code, namespace)
-    for _ in range(2):
-        warm(model, x, y, optimizer, loss_fn, STEPS, [])
+    train, model, x, y, optimizer, loss_fn = warmed_training(folder)
     engine = None
     if variant == "noop":
         install_noop_tracer(folder + os.sep)
