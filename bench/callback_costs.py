@@ -210,10 +210,10 @@ def main() -> int:
     )
     emit_table(
         f"What each sys.monitoring callback costs (Python {sys.version.split()[0]}): the MLP's"
-        f" {STEPS} steps, CPU ms inside each callback by event and place, medians of"
-        f" {options.rounds} fresh processes; the whole overhead from runs without the timing."
-        " The rest of it runs inside torch's calls (the op watch's mode on checked hits, and"
-        " torch's own code running slower after ours).",
+        f" {STEPS} steps, ms inside each callback (wall clock, one thread) by event and place,"
+        f" medians of {options.rounds} fresh processes; the whole overhead from runs without the"
+        " timing. The rest of it runs inside torch's calls (the op watch's mode on checked hits,"
+        " and torch's own code running slower after ours).",
         rows,
         options.out,
     )
