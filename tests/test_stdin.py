@@ -4,6 +4,7 @@ distributed) reads an empty one, never the server's own stdin (its JSON-RPC stre
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,12 @@ async def _ask(lsp: LspSession, uri: str, **extra: Any) -> tuple[dict[str, Any],
     before = len(lsp.client.log_messages)
     # A run reading the server's stdin would wait there until the run's time limit.
     result = await asyncio.wait_for(lsp.run(uri, **extra), 50)
-    parents = [m.message for m in lsp.client.log_messages[before:] if "parent" in m.message]
-    return result, int(parents[-1].split()[-1])
+    # Ranks share the output: one rank's "parent <pid>" may follow another's "name? " prompt
+    # on its line, or be split from its pid across messages.
+    output = "\n".join(m.message for m in lsp.client.log_messages[before:])
+    parents = re.findall(r"parent\s+(\d+)", output)
+    assert parents, output
+    return result, int(parents[-1])
 
 
 async def test_cold_and_warm_runs_read_an_empty_stdin(lsp_cold: LspSession) -> None:
