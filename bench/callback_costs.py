@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from report import emit_table  # bench/ is on sys.path: these scripts run as files
-from step_costs import STEPS, TRAINING, warmed_training
+from step_costs import STEPS, TRAINING, fresh_runs, warmed_training
 
 CALLBACKS = ("_on_start", "_on_return", "_on_call", "_on_yield", "_on_raise", "_on_unwind")
 EVENTS = {
@@ -163,13 +162,7 @@ def main() -> int:
     if options.one is not None:
         print(json.dumps(one_run(options.one)))
         return 0
-    runs: dict[str, list[dict[str, Any]]] = {"untraced": [], "traced": [], "timed": []}
-    for round_ in range(options.rounds):
-        order = list(runs) if round_ % 2 == 0 else list(reversed(runs))
-        for variant in order:
-            command = [sys.executable, __file__, "--one", variant]
-            done = subprocess.run(command, capture_output=True, text=True, check=True)
-            runs[variant].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    runs = fresh_runs(__file__, ["untraced", "traced", "timed"], options.rounds)
     untraced = statistics.median(run["cpu"] for run in runs["untraced"])
     traced = statistics.median(run["cpu"] for run in runs["traced"])
     keys = {key for run in runs["timed"] for key in run["spent"]}

@@ -130,6 +130,19 @@ def spans(steps: int) -> list[tuple[str, list[int]]]:
     ]
 
 
+def fresh_runs(script: str, variants: list[str], rounds: int) -> dict[str, list[Any]]:
+    """Each variant's results, one per round: ``script --one <variant>`` in a fresh process
+    (as a run is), the variants alternating in order from round to round, each child's
+    last line of output read as JSON."""
+    runs: dict[str, list[Any]] = {variant: [] for variant in variants}
+    for round_ in range(rounds):
+        for variant in variants if round_ % 2 == 0 else list(reversed(variants)):
+            command = [sys.executable, script, "--one", variant]
+            done = subprocess.run(command, capture_output=True, text=True, check=True)
+            runs[variant].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return runs
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=5)
@@ -139,13 +152,7 @@ def main() -> int:
     if options.one is not None:
         print(json.dumps(one_run(options.one)))
         return 0
-    runs: dict[str, list[list[float]]] = {variant: [] for variant in VARIANTS}
-    for round_ in range(options.rounds):
-        order = list(VARIANTS) if round_ % 2 == 0 else list(reversed(VARIANTS))
-        for variant in order:
-            command = [sys.executable, __file__, "--one", variant]
-            done = subprocess.run(command, capture_output=True, text=True, check=True)
-            runs[variant].append(json.loads(done.stdout))
+    runs: dict[str, list[list[float]]] = fresh_runs(__file__, list(VARIANTS), options.rounds)
     least = {v: [min(r[i] for r in rs) for i in range(STEPS)] for v, rs in runs.items()}
     base = least["untraced"]
     header = " | ".join(VARIANTS[v] for v in COMPARED)
